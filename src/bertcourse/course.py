@@ -1,0 +1,338 @@
+"""Load and validate `course.yml`, the one manifest every command, lesson and the grader read.
+
+The YAML is parsed into plain typed dataclasses once. Validation is strict on purpose: an unknown key,
+a missing file or a duplicate id is reported with the key and the line it sits on, because a typo in a
+manifest that silently falls back to a default is the hardest kind of bug for an instructor to find.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bertcourse.errors import BertcourseError
+
+MANIFEST_NAME = "course.yml"
+
+
+class CourseError(BertcourseError):
+    """A problem in course.yml, with the file and line it was found at."""
+
+
+# ----------------------------------------------------------------------------- the schema
+
+
+@dataclass(frozen=True)
+class CourseInfo:
+    name: str
+    title: str
+    repository: str  # "owner/name" on GitHub, for Colab badges
+    branch: str = "main"
+
+
+@dataclass(frozen=True)
+class HubSource:
+    path: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    description: str
+    hub: HubSource
+    local_dir: str
+    splits: dict[str, int]  # split name -> expected number of rows in the real data
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    sources: list[str]
+    min_words: int = 4
+    heldout_sentences: int = 500
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_ff: int
+    max_seq_len: int
+    dropout: float = 0.1
+
+
+@dataclass(frozen=True)
+class PretrainSpec:
+    batch_size: int
+    max_steps: int
+    learning_rate: float
+    warmup_steps: int
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    eval_every: int = 100
+    checkpoint_every: int = 100
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    vocab_size: int
+    model: ModelSpec
+    pretrain: PretrainSpec
+
+
+@dataclass(frozen=True)
+class MaskingSpec:
+    select_prob: float = 0.15
+    mask_prob: float = 0.8
+    random_prob: float = 0.1
+
+
+@dataclass(frozen=True)
+class Lesson:
+    id: str
+    title: str
+    notebook: str  # path relative to the course root
+    teaches: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str  # also the nbgrader assignment name
+    title: str
+    notebook: str  # path of the notebook inside solutions/ and exercises/
+    points: float
+    checks: str  # path of the hidden pytest module, relative to the course root
+    time_limit_s: float = 300
+    memory_limit_mb: int = 4096
+    check_time_limit_s: float = 60
+
+
+@dataclass(frozen=True)
+class Course:
+    root: Path
+    course: CourseInfo
+    datasets: dict[str, DatasetSpec]
+    corpus: CorpusSpec
+    profiles: dict[str, Profile]
+    masking: MaskingSpec
+    lessons: list[Lesson] = field(default_factory=list)
+    exercises: list[Exercise] = field(default_factory=list)
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise CourseError(f"unknown profile {name!r}; course.yml defines {', '.join(self.profiles)}")
+        return self.profiles[name]
+
+    def exercise(self, exercise_id: str) -> Exercise:
+        for exercise in self.exercises:
+            if exercise.id == exercise_id:
+                return exercise
+        known = ", ".join(e.id for e in self.exercises) or "none"
+        raise CourseError(f"unknown exercise {exercise_id!r}; course.yml defines {known}")
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+
+# Files each entry must point at, checked after parsing: (list attribute, field, folder prefix).
+_REQUIRED_FILES = [
+    ("lessons", "notebook", ""),
+    ("exercises", "notebook", "solutions/"),
+    ("exercises", "checks", ""),
+]
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+class _Parser:
+    """Turns a YAML node tree into the dataclasses above, reporting errors at their line."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def error(self, node: yaml.Node, message: str) -> CourseError:
+        return CourseError(f"{self.source}:{_line(node)}: {message}")
+
+    def parse(self, node: yaml.Node, annotation: Any, where: str) -> Any:
+        origin = typing.get_origin(annotation)
+        args = typing.get_args(annotation)
+        if origin in (typing.Union, types.UnionType):
+            if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
+                return None
+            return self.parse(node, next(a for a in args if a is not type(None)), where)
+        if dataclasses.is_dataclass(annotation):
+            return self.parse_dataclass(node, annotation, where)
+        if origin is list:
+            if not isinstance(node, yaml.SequenceNode):
+                raise self.error(node, f"{where} must be a list")
+            return [self.parse(item, args[0], f"{where}[{i}]") for i, item in enumerate(node.value)]
+        if origin is dict:
+            mapping = self.mapping(node, where)
+            return {k: self.parse(v, args[1], f"{where}.{k}") for k, (_, v) in mapping.items()}
+        return self.scalar(node, annotation, where)
+
+    def mapping(self, node: yaml.Node, where: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, f"{where} must be a mapping of keys to values")
+        result: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in result:
+                raise self.error(key_node, f"duplicate key {key!r} in {where}")
+            result[key] = (key_node, value_node)
+        return result
+
+    def parse_dataclass(self, node: yaml.Node, cls: type, where: str, **extra: Any) -> Any:
+        mapping = self.mapping(node, where)
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in extra}
+        for key, (key_node, _) in mapping.items():
+            if key not in fields:
+                raise self.error(key_node, f"unknown key {key!r} in {where}; allowed: {', '.join(fields)}")
+        values = dict(extra)
+        for name, f in fields.items():
+            if name in mapping:
+                values[name] = self.parse(mapping[name][1], hints[name], f"{where}.{name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise self.error(node, f"missing key {name!r} in {where}")
+        return cls(**values)
+
+    def scalar(self, node: yaml.Node, annotation: Any, where: str) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(node, f"{where} must be a single value")
+        value = yaml.safe_load(yaml.serialize(node))
+        if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if annotation is str and not isinstance(value, str):
+            raise self.error(node, f"{where} must be text, got {value!r}")
+        if annotation in (int, float) and (isinstance(value, bool) or not isinstance(value, annotation)):
+            raise self.error(node, f"{where} must be a number ({annotation.__name__}), got {value!r}")
+        return value
+
+
+def parse_course(text: str, root: Path, source: str = MANIFEST_NAME, check_files: bool = True) -> Course:
+    """Parse and validate manifest text; `root` is the folder paths in it are relative to."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise CourseError(f"{source}: not valid YAML: {exc}") from exc
+    if node is None:
+        raise CourseError(f"{source}: the manifest is empty")
+    parser = _Parser(source)
+    top = parser.mapping(node, "course.yml")
+    allowed = {"course", "datasets", "corpus", "profiles", "masking", "lessons", "exercises"}
+    for key, (key_node, _) in top.items():
+        if key not in allowed:
+            raise parser.error(key_node, f"unknown top-level key {key!r}; allowed: {', '.join(sorted(allowed))}")
+    for key in ("course", "datasets", "corpus", "profiles"):
+        if key not in top:
+            raise parser.error(node, f"missing top-level key {key!r}")
+
+    profiles = {
+        name: parser.parse_dataclass(value, Profile, f"profiles.{name}", name=name)
+        for name, (_, value) in parser.mapping(top["profiles"][1], "profiles").items()
+    }
+    hints = typing.get_type_hints(Course)
+    course = Course(
+        root=root,
+        course=parser.parse(top["course"][1], CourseInfo, "course"),
+        datasets=parser.parse(top["datasets"][1], hints["datasets"], "datasets"),
+        corpus=parser.parse(top["corpus"][1], CorpusSpec, "corpus"),
+        profiles=profiles,
+        masking=parser.parse(top["masking"][1], MaskingSpec, "masking") if "masking" in top else MaskingSpec(),
+        lessons=parser.parse(top["lessons"][1], hints["lessons"], "lessons") if "lessons" in top else [],
+        exercises=parser.parse(top["exercises"][1], hints["exercises"], "exercises") if "exercises" in top else [],
+    )
+    _validate(course, top, parser, check_files)
+    return course
+
+
+def _item_nodes(top: dict, key: str) -> list[yaml.Node]:
+    return list(top[key][1].value) if key in top else []
+
+
+def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> None:
+    for key in ("lessons", "exercises"):
+        seen: dict[str, int] = {}
+        for item, node in zip(getattr(course, key), _item_nodes(top, key)):
+            if item.id in seen:
+                raise parser.error(node, f"duplicate id {item.id!r} in {key} (first at line {seen[item.id]})")
+            seen[item.id] = _line(node)
+    for source_name, node in zip(course.corpus.sources, _corpus_source_nodes(top)):
+        if source_name not in course.datasets:
+            raise parser.error(node, f"corpus source {source_name!r} is not a data set in 'datasets'")
+    m = course.masking
+    if not (0 < m.select_prob < 1 and 0 <= m.mask_prob and 0 <= m.random_prob and m.mask_prob + m.random_prob <= 1):
+        raise parser.error(top["masking"][1], "masking probabilities must lie in [0, 1] with mask + random <= 1")
+    for profile, (_, node) in zip(course.profiles.values(), parser.mapping(top["profiles"][1], "").items()):
+        if profile.model.d_model % profile.model.n_heads:
+            raise parser.error(node, f"profiles.{profile.name}: d_model must be divisible by n_heads")
+    if not check_files:
+        return
+    for key, attribute, prefix in _REQUIRED_FILES:
+        for item, node in zip(getattr(course, key), _item_nodes(top, key)):
+            relative = prefix + getattr(item, attribute)
+            if not (course.root / relative).is_file():
+                value_node = parser.mapping(node, key)[attribute][1]
+                raise parser.error(value_node, f"{key} {item.id!r}: {attribute} file {relative} does not exist")
+
+
+def _corpus_source_nodes(top: dict) -> list[yaml.Node]:
+    corpus = {k.value: v for k, v in top["corpus"][1].value}
+    sources = corpus.get("sources")
+    return list(sources.value) if isinstance(sources, yaml.SequenceNode) else []
+
+
+# ----------------------------------------------------------------------------- finding the manifest
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The course root: $BERTCOURSE_ROOT, else the nearest folder upwards holding course.yml."""
+    if os.environ.get("BERTCOURSE_ROOT"):
+        root = Path(os.environ["BERTCOURSE_ROOT"]).expanduser().resolve()
+        if not (root / MANIFEST_NAME).is_file():
+            raise CourseError(f"BERTCOURSE_ROOT={root} holds no {MANIFEST_NAME}")
+        return root
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / MANIFEST_NAME).is_file():
+            return folder
+    raise CourseError(
+        f"no {MANIFEST_NAME} found in {here} or any folder above it; run from the course folder "
+        "or set BERTCOURSE_ROOT"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(root: Path, mtime_ns: int, check_files: bool) -> Course:
+    path = root / MANIFEST_NAME
+    return parse_course(path.read_text(encoding="utf-8"), root, str(path), check_files)
+
+
+def load_course(root: str | Path | None = None, check_files: bool | None = None) -> Course:
+    """Load the manifest once (cached until the file changes).
+
+    Files named in it are checked only where the whole course is present (a checkout with
+    solutions/); a student's copy of the release may lack the solutions.
+    """
+    folder = Path(root).resolve() if root is not None else find_root()
+    path = folder / MANIFEST_NAME
+    if not path.is_file():
+        raise CourseError(f"{path} does not exist")
+    if check_files is None:
+        check_files = (folder / "solutions").is_dir()
+    return _load_cached(folder, path.stat().st_mtime_ns, check_files)
