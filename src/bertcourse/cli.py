@@ -30,7 +30,7 @@ def _add_common_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from bertcourse.commands import data_command
+    from bertcourse.datastats import data_command
 
     return data_command(args)
 

@@ -1,0 +1,53 @@
+"""`bertcourse data`: prepare the data and the tokenizer, and print what a student should know of them."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from bertcourse.course import load_course
+from bertcourse.data import column, load_corpus, load_sst2
+from bertcourse.tokenizer import load_tokenizer
+
+
+def length_stats(lengths: list[int]) -> str:
+    ordered = sorted(lengths)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return (f"mean {statistics.fmean(ordered):.1f}, median {statistics.median(ordered):.0f}, "
+            f"p95 {p95}, max {ordered[-1]}")
+
+
+def data_command(args: argparse.Namespace) -> int:
+    course = load_course()
+    profile = course.profile(args.profile)
+    print(f"profile {profile.name}: vocabulary {profile.vocab_size}, sequences up to {profile.model.max_seq_len}")
+    splits = {split: load_sst2(split, args.data_dir, args.source, course) for split in ("train", "validation")}
+    corpus = load_corpus(course, args.data_dir, args.source)
+    tokenizer = load_tokenizer(profile.name, corpus=corpus, name=args.tokenizer)
+
+    print(f"\nSST-2 ({course.datasets['sst2'].description})")
+    for split, dataset in splits.items():
+        labels = column(dataset, "label")
+        positive = sum(labels)
+        print(f"  {split:<10} {len(labels):>7,} rows   positive {positive:,} ({positive / len(labels):.1%})"
+              f"   negative {len(labels) - positive:,}")
+        ids = tokenizer(column(dataset, "sentence"), verbose=False)["input_ids"]
+        print(f"  {'':<10} tokens per sentence: {length_stats([len(x) for x in ids])}")
+
+    print(f"\npretraining corpus (from {corpus.source})")
+    print(f"  train {len(corpus.train):,} sentences, held-out {len(corpus.heldout):,}")
+    for name, count in corpus.counts.items():
+        print(f"    {name}: {count:,}")
+    ids = tokenizer(corpus.train, verbose=False)["input_ids"]
+    lengths = [len(x) for x in ids]
+    unk = sum(x.count(tokenizer.unk_token_id) for x in ids)
+    longer = sum(n > profile.model.max_seq_len for n in lengths)
+    print(f"  tokens per sentence: {length_stats(lengths)}; {sum(lengths):,} tokens in all")
+    print(f"  [UNK] rate {unk / sum(lengths):.2%}; {longer:,} sentences longer than {profile.model.max_seq_len}"
+          " tokens (truncated in training)")
+    specials = sorted(zip(tokenizer.all_special_ids, tokenizer.all_special_tokens))
+    print(f"\ntokenizer: {args.tokenizer or 'course WordPiece'}, {len(tokenizer):,} entries, specials "
+          + ", ".join(f"{token}={i}" for i, token in specials))
+    example = corpus.heldout[0]
+    print(f"  example: {example!r}\n  pieces:  {tokenizer.tokenize(example)}")
+    return 0
