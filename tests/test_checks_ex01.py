@@ -1,0 +1,273 @@
+"""Proof of the hidden checks of ex01-masking: every misconception fails its check, and several correct
+implementations that draw their random numbers in different orders pass every check."""
+
+from __future__ import annotations
+
+import pytest
+from masking_checks_support import checks_of, run_checks
+
+CHECKS = "autograder/checks/ex01_masking.py"
+
+ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "b", "c", "a", "d"\n'
+
+LOSS = '''
+import torch
+import torch.nn.functional as F
+
+def mlm_loss(logits, labels):
+    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
+'''
+
+# Correct 1: a uniform draw for selection, another for the 80/10/10 choice, full-shape random ids.
+THRESHOLDS = '''
+import torch
+
+def mask_tokens(input_ids, special_tokens_mask, *, mask_token_id, vocab_size, special_ids, generator,
+                select_prob=0.15, mask_prob=0.8, random_prob=0.1):
+    u = torch.rand(input_ids.shape, generator=generator)
+    selected = (u < select_prob) & ~special_tokens_mask
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))
+    choice = torch.rand(input_ids.shape, generator=generator)
+    as_mask = selected & (choice < mask_prob)
+    as_random = selected & (choice >= mask_prob) & (choice < mask_prob + random_prob)
+    special = torch.zeros(vocab_size, dtype=torch.bool)
+    special[[i for i in special_ids if i < vocab_size]] = True
+    regular = (~special).nonzero().squeeze(1)
+    random_ids = regular[torch.randint(len(regular), input_ids.shape, generator=generator)]
+    inputs = input_ids.clone()
+    inputs[as_mask] = mask_token_id
+    inputs[as_random] = random_ids[as_random]
+    return inputs, labels
+''' + LOSS + ANSWERS
+
+# Correct 2: transformers-style Bernoulli draws with the conditional 0.1 / 0.2 rate, and rejection of
+# special random ids by redrawing.
+BERNOULLI = '''
+import torch
+
+def mask_tokens(input_ids, special_tokens_mask, *, mask_token_id, vocab_size, special_ids, generator,
+                select_prob=0.15, mask_prob=0.8, random_prob=0.1):
+    probability = torch.full(input_ids.shape, select_prob).masked_fill(special_tokens_mask, 0.0)
+    selected = torch.bernoulli(probability, generator=generator).bool()
+    labels = input_ids.clone()
+    labels[~selected] = -100
+    as_mask = torch.bernoulli(torch.full(input_ids.shape, mask_prob), generator=generator).bool() & selected
+    rest = 1.0 - mask_prob
+    scaled = random_prob / rest if rest > 0 else 0.0
+    as_random = torch.bernoulli(torch.full(input_ids.shape, scaled), generator=generator).bool()
+    as_random &= selected & ~as_mask
+    specials = torch.tensor(list(special_ids))
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator)
+    bad = torch.isin(random_ids, specials)
+    while bool(bad.any()):
+        random_ids[bad] = torch.randint(vocab_size, (int(bad.sum()),), generator=generator)
+        bad = torch.isin(random_ids, specials)
+    inputs = torch.where(as_mask, torch.tensor(mask_token_id), input_ids)
+    inputs = torch.where(as_random, random_ids, inputs)
+    return inputs, labels
+
+import torch.nn.functional as F
+
+def mlm_loss(logits, labels):
+    losses = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # 0 where label == -100
+    return losses.sum() / (labels != -100).sum()
+''' + ANSWERS
+
+# Correct 3: exactly max(1, round(p * n)) positions per row by randperm (a loop over rows), then exact
+# 80/10/10 counts over the batch's selected positions by another randperm.
+EXACT_COUNTS = '''
+import torch
+
+def mask_tokens(input_ids, special_tokens_mask, *, mask_token_id, vocab_size, special_ids, generator,
+                select_prob=0.15, mask_prob=0.8, random_prob=0.1):
+    inputs = input_ids.clone()
+    labels = torch.full_like(input_ids, -100)
+    regular = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+    for row in range(input_ids.shape[0]):
+        candidates = (~special_tokens_mask[row]).nonzero().squeeze(1)
+        k = max(1, round(select_prob * len(candidates))) if len(candidates) else 0
+        chosen = candidates[torch.randperm(len(candidates), generator=generator)[:k]]
+        labels[row, chosen] = input_ids[row, chosen]
+    selected = (labels != -100).flatten().nonzero().squeeze(1)
+    order = selected[torch.randperm(len(selected), generator=generator)]
+    n_mask, n_random = round(mask_prob * len(order)), round(random_prob * len(order))
+    flat = inputs.view(-1)
+    flat[order[:n_mask]] = mask_token_id
+    draws = torch.randint(len(regular), (n_random,), generator=generator)
+    flat[order[n_mask:n_mask + n_random]] = regular[draws]
+    return inputs, labels
+
+import torch
+
+def mlm_loss(logits, labels):
+    keep = labels != -100
+    log_probs = torch.log_softmax(logits[keep], dim=-1)
+    return -log_probs.gather(1, labels[keep].unsqueeze(1)).mean()
+''' + ANSWERS
+
+# Correct 4: the course's reference (one draw per position, at least one selected per row).
+REFERENCE = '''
+from bertcourse.masking import mask_tokens as reference, mlm_loss
+
+def mask_tokens(input_ids, special_tokens_mask, *, mask_token_id, vocab_size, special_ids, generator,
+                select_prob=0.15, mask_prob=0.8, random_prob=0.1):
+    return reference(input_ids, special_tokens_mask, mask_token_id=mask_token_id, vocab_size=vocab_size,
+                     special_ids=special_ids, generator=generator, select_prob=select_prob,
+                     mask_prob=mask_prob, random_prob=random_prob)
+''' + ANSWERS
+
+# Correct 5: a NumPy stream seeded from the torch generator.
+NUMPY = '''
+import numpy as np
+import torch
+
+def mask_tokens(input_ids, special_tokens_mask, *, mask_token_id, vocab_size, special_ids, generator,
+                select_prob=0.15, mask_prob=0.8, random_prob=0.1):
+    rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
+    ids = input_ids.numpy()
+    selected = (rng.random(ids.shape) < select_prob) & ~special_tokens_mask.numpy()
+    action = rng.choice(3, size=ids.shape, p=[mask_prob, random_prob, 1 - mask_prob - random_prob])
+    regular = np.setdiff1d(np.arange(vocab_size), np.array(list(special_ids)))
+    inputs = ids.copy()
+    inputs[selected & (action == 0)] = mask_token_id
+    where_random = selected & (action == 1)
+    inputs[where_random] = rng.choice(regular, size=int(where_random.sum()))
+    labels = np.where(selected, ids, -100)
+    return torch.from_numpy(inputs), torch.from_numpy(labels)
+''' + LOSS + ANSWERS
+
+CORRECT = {"thresholds": THRESHOLDS, "bernoulli": BERNOULLI, "exact_counts": EXACT_COUNTS,
+           "reference": REFERENCE, "numpy": NUMPY}
+
+
+def mutate(*replacements: tuple[str, str], base: str = THRESHOLDS) -> str:
+    source = base
+    for old, new in replacements:
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
+
+
+# misconception -> (wrong source, the checks that must fail it)
+WRONG = {
+    "specials and padding selected": (
+        mutate(("selected = (u < select_prob) & ~special_tokens_mask", "selected = u < select_prob")),
+        {"test_special_positions_never_selected"},
+    ),
+    "random ids from the whole vocabulary": (
+        mutate(("regular[torch.randint(len(regular), input_ids.shape, generator=generator)]",
+                "torch.randint(vocab_size, input_ids.shape, generator=generator)")),
+        {"test_random_replacements_are_never_special"},
+    ),
+    "random ids assume the specials come first": (
+        mutate(("regular[torch.randint(len(regular), input_ids.shape, generator=generator)]",
+                "torch.randint(len(special_ids), vocab_size, input_ids.shape, generator=generator)")),
+        {"test_random_replacements_are_never_special"},
+    ),
+    "100% [MASK]": (
+        mutate(("as_mask = selected & (choice < mask_prob)", "as_mask = selected")),
+        {"test_mask_share", "test_kept_share"},
+    ),
+    "unconditional 10% random after [MASK] (2% overall)": (
+        mutate(("as_random = selected & (choice >= mask_prob) & (choice < mask_prob + random_prob)",
+                "as_random = selected & ~as_mask & (torch.rand(input_ids.shape, generator=generator) < random_prob)")),
+        {"test_random_share"},
+    ),
+    "90/5/5 instead of 80/10/10": (
+        mutate(("as_mask = selected & (choice < mask_prob)", "as_mask = selected & (choice < 0.9)"),
+               ("(choice >= mask_prob) & (choice < mask_prob + random_prob)", "(choice >= 0.9) & (choice < 0.95)")),
+        {"test_mask_share", "test_random_share", "test_kept_share"},
+    ),
+    "budget counted over the whole row, padding included": (
+        mutate(("selected = (u < select_prob) & ~special_tokens_mask",
+                "k = round(select_prob * input_ids.shape[1])\n"
+                "    top = u.masked_fill(special_tokens_mask, 2.0).topk(k, dim=1, largest=False).indices\n"
+                "    selected = torch.zeros_like(special_tokens_mask).scatter(1, top, True)")),
+        {"test_selection_rate"},
+    ),
+    "labels on every position": (
+        mutate(("labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))",
+                "labels = torch.where(special_tokens_mask, torch.full_like(input_ids, -100), input_ids)")),
+        {"test_labels_hold_original_ids_at_selected_positions_only", "test_selection_rate"},
+    ),
+    "labels only where the input changed": (
+        mutate(("    return inputs, labels",
+                "    labels = torch.where(inputs != input_ids, input_ids, torch.full_like(input_ids, -100))\n"
+                "    return inputs, labels")),
+        {"test_kept_share"},
+    ),
+    "the same mask on every call": (
+        mutate(("    u = torch.rand(", "    generator = torch.Generator().manual_seed(0)\n    u = torch.rand(")),
+        {"test_new_mask_on_each_call"},
+    ),
+    "the global random stream instead of the generator": (
+        mutate(("generator=generator", "generator=None")),
+        {"test_same_seed_same_mask"},
+    ),
+    "input modified in place": (
+        mutate(("inputs = input_ids.clone()", "inputs = input_ids")),
+        {"test_input_tensors_not_modified"},
+    ),
+    "probabilities hard-coded": (
+        mutate(("    u = torch.rand(",
+                "    select_prob, mask_prob, random_prob = 0.15, 0.8, 0.1\n    u = torch.rand(")),
+        {"test_probabilities_are_arguments"},
+    ),
+    "labels returned as floats": (
+        mutate(("    return inputs, labels", "    return inputs, labels.float()")),
+        {"test_returns_two_integer_tensors"},
+    ),
+    "loss averaged over all positions": (
+        mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
+                "    per_position = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction='none')\n"
+                "    return per_position.sum() / labels.numel()")),
+        {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
+    ),
+    "loss over every position's original token": (
+        mutate(("flat_labels, ignore_index=-100)", "flat_labels.clamp(min=0))")),
+        {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
+    ),
+    "loss averaged per sequence, then over sequences": (
+        mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
+                "    rows = [F.cross_entropy(x, y, ignore_index=-100)\n"
+                "            for x, y in zip(logits, labels, strict=True) if (y != -100).any()]\n"
+                "    return torch.stack(rows).mean()")),
+        {"test_loss_weights_every_selected_position_equally"},
+    ),
+    "concept answers wrong": (
+        mutate((ANSWERS, 'answer_q1, answer_q2, answer_q3, answer_q4 = "a", "b", "b", "a"\n')),
+        {"test_q1_loss_positions", "test_q2_random_and_unchanged", "test_q3_roberta_nsp", "test_q4_summed_embeddings"},
+    ),
+    "nothing implemented": (
+        "def mask_tokens(*args, **kwargs):\n    raise NotImplementedError\n"
+        "def mlm_loss(*args, **kwargs):\n    raise NotImplementedError\n",
+        set(checks_of(CHECKS)) - {"test_q1_loss_positions", "test_q2_random_and_unchanged",
+                                  "test_q3_roberta_nsp", "test_q4_summed_embeddings"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORRECT))
+def test_correct_implementation_passes_every_check(name):
+    results = run_checks(CHECKS, CORRECT[name])
+    failed = sorted(check for check, passed in results.items() if not passed)
+    assert not failed, f"a correct implementation ({name}) fails {failed}"
+
+
+@pytest.mark.parametrize("misconception", sorted(WRONG))
+def test_misconception_fails_its_check(misconception):
+    source, targeted = WRONG[misconception]
+    results = run_checks(CHECKS, source, only=targeted)
+    assert targeted <= set(results), targeted - set(results)
+    still_passing = sorted(check for check in targeted if results[check])
+    assert not still_passing, f"{misconception!r} passes {still_passing}"
+
+
+def test_every_check_is_targeted_by_some_misconception_and_marked():
+    checks = checks_of(CHECKS)
+    targeted = set().union(*(t for _, t in WRONG.values() if len(t) < len(checks)))
+    assert set(checks) == targeted
+    for name, mark in checks.items():
+        assert mark["cell"] in {"mask_tokens_checks", "mlm_loss_checks", "concepts_checks"}, name
+        assert mark["points"] > 0 and mark["feedback"], name
