@@ -1,0 +1,121 @@
+"""nbgrader's configuration and gradebook, as the course uses them.
+
+The course's nbgrader settings live once, in `autograder/nbgrader_config.py`; every command loads that
+file here. Grades go into nbgrader's own gradebook (`nbgrader.api.Gradebook`) so that an instructor can
+keep using nbgrader's tools (formgrader, `nbgrader export`) on grades the bertcourse autograder gave.
+Only one process writes to it (the parent of a batch), because SQLite does not like several writers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from traitlets.config import Config
+
+from bertcourse.course import Course
+from bertcourse.errors import BertcourseError
+
+CONFIG_PATH = "autograder/nbgrader_config.py"
+
+
+class GradebookError(BertcourseError):
+    """The nbgrader configuration or gradebook cannot be used."""
+
+
+def load_nbgrader_config(course: Course, **course_directory: Any) -> Config:
+    """The course's nbgrader Config, with `CourseDirectory` settings overridden by keyword."""
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    path = course.path(CONFIG_PATH)
+    try:
+        config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+    except ConfigFileNotFound as exc:
+        raise GradebookError(f"{path} does not exist; the course's nbgrader settings belong there") from exc
+    config.CourseDirectory.root = str(course.root)
+    for key, value in course_directory.items():
+        setattr(config.CourseDirectory, key, value)
+    return config
+
+
+def default_db_url(course: Course) -> str:
+    return str(load_nbgrader_config(course).CourseDirectory.db_url)
+
+
+@contextlib.contextmanager
+def alembic_on_path() -> Iterator[None]:
+    # nbgrader creates a new gradebook by running the `alembic` executable found on PATH; inside a
+    # virtual environment that is not activated it is only next to this Python.
+    old = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + old
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = old
+
+
+@contextlib.contextmanager
+def open_gradebook(db_url: str, course_id: str = "bertcourse") -> Iterator[Any]:
+    """nbgrader's Gradebook at `db_url` (any SQLAlchemy URL), created if it does not exist yet."""
+    from nbgrader.api import Gradebook
+
+    if db_url.startswith("sqlite:///"):
+        Path(db_url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    with alembic_on_path():
+        try:
+            gradebook = Gradebook(db_url, course_id)
+        except Exception as exc:  # SQLAlchemy raises many kinds; say which database failed
+            raise GradebookError(f"cannot open the gradebook {db_url}: {type(exc).__name__}: {exc}") from exc
+    try:
+        yield gradebook
+    finally:
+        gradebook.close()
+
+
+def grade_cell_points(gradebook: Any, exercise_id: str) -> dict[str, dict[str, float]]:
+    """{notebook name: {grade cell id: max points}} as nbgrader recorded them at release."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        assignment = gradebook.find_assignment(exercise_id)
+    except MissingEntry:
+        return {}
+    return {nb.name: {cell.name: float(cell.max_score) for cell in nb.grade_cells} for nb in assignment.notebooks}
+
+
+def record_grades(
+    gradebook: Any,
+    exercise_id: str,
+    notebook: str,
+    student: str,
+    cell_scores: dict[str, float],
+    flagged: bool = False,
+    comments: dict[str, str] | None = None,
+    timestamp: str | None = None,
+) -> None:
+    """Write one submission's automatic scores into the gradebook; re-recording overwrites.
+
+    `cell_scores` maps each autograded cell's grade_id to its score; cells of the notebook missing from
+    it score 0. `comments` (solution cell id -> text) become nbgrader's automatic comments, which the
+    formgrader shows next to each answer. A broken submission is `flagged` for a human to look at.
+    """
+    gradebook.update_or_create_student(student)
+    kwargs = {"timestamp": timestamp} if timestamp else {}
+    with warnings.catch_warnings():  # nbgrader's add_submission trips SQLAlchemy's autoflush warning
+        warnings.simplefilter("ignore")
+        submission = gradebook.update_or_create_submission(exercise_id, student, **kwargs)
+    for submitted in submission.notebooks:
+        if submitted.name != notebook:
+            continue
+        submitted.flagged = flagged
+        for grade in submitted.grades:
+            grade.auto_score = float(cell_scores.get(grade.name, 0.0))
+            grade.needs_manual_grade = False
+        for comment in submitted.comments:
+            comment.auto_comment = (comments or {}).get(comment.name)
+    gradebook.db.commit()

@@ -1,0 +1,194 @@
+"""`bertcourse release`: the student notebooks in `exercises/`, generated from `solutions/` by nbgrader.
+
+nbgrader's `generate_assignment` does the real work (solutions replaced by stubs, test cells locked,
+checksums, grade cells saved in the gradebook). This module adds what a committed release needs: the
+notebooks are written in one normalised form without outputs or machine-specific metadata, so that
+re-running the release gives identical files and a test can tell when the committed release is stale.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from bertcourse.course import Course, Exercise
+from bertcourse.errors import BertcourseError
+from bertcourse.grading.gradebook import alembic_on_path, default_db_url, load_nbgrader_config
+
+RELEASE_DIR = "exercises"
+SOURCE_DIR = "solutions"
+
+# Metadata Jupyter or Colab add when a notebook is opened or run; none of it belongs in a release.
+_VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled", "colab", "outputId")
+_VOLATILE_NOTEBOOK_METADATA = ("widgets", "toc", "varInspector", "vscode")
+
+
+class ReleaseError(BertcourseError):
+    """nbgrader could not generate a release notebook."""
+
+
+def select_exercises(course: Course, exercise_ids: Sequence[str] | None) -> list[Exercise]:
+    """The named exercises (all of course.yml's when none are named); unknown ids are an error."""
+    if not exercise_ids:
+        return list(course.exercises)
+    return [course.exercise(exercise_id) for exercise_id in exercise_ids]
+
+
+def normalise_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook without outputs, execution counts or volatile metadata (in place, returned)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        for key in _VOLATILE_CELL_METADATA:
+            cell.metadata.pop(key, None)
+        if "attachments" in cell and not cell.attachments:
+            del cell["attachments"]
+    for key in _VOLATILE_NOTEBOOK_METADATA:
+        nb.metadata.pop(key, None)
+    if "language_info" in nb.metadata:  # keeps the language, drops the version of the machine it ran on
+        nb.metadata.language_info = {"name": nb.metadata.language_info.get("name", "python")}
+    return nb
+
+
+def _write_normalised(path: Path) -> None:
+    nb = normalise_notebook(nbformat.read(path, as_version=4))
+    text = nbformat.writes(nb) + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def generate(course: Course, exercise: Exercise, release_root: Path, db_url: str) -> Path:
+    """Run nbgrader's generate_assignment for one exercise into `release_root/<id>/`; returns that folder.
+
+    The gradebook at `db_url` gets (or updates) the assignment and its grade cells.
+    """
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+
+    source = course.path(f"{SOURCE_DIR}/{exercise.id}")
+    if not source.is_dir():
+        raise ReleaseError(f"exercise {exercise.id!r}: source folder {source} does not exist")
+    config = load_nbgrader_config(course, release_directory=str(release_root), db_url=db_url)
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id = exercise.id
+    converter = GenerateAssignment(coursedir=coursedir, config=config)
+    converter.force = True
+    converter.log.setLevel("ERROR")
+    with alembic_on_path():
+        try:
+            converter.start()
+        except Exception as exc:  # nbgrader logs the reason, then raises a generic exception
+            raise ReleaseError(
+                f"nbgrader could not generate the release of {exercise.id!r} from {source}: {exc}"
+            ) from exc
+    out = release_root / exercise.id
+    for notebook in sorted(out.rglob("*.ipynb")):
+        _write_normalised(notebook)
+    return out
+
+
+def release(course: Course, exercise_ids: Sequence[str] | None = None, db_url: str | None = None) -> list[Path]:
+    """Regenerate `exercises/<id>/` for the selected exercises; returns the folders written."""
+    db_url = db_url or default_db_url(course)
+    written = []
+    for exercise in select_exercises(course, exercise_ids):
+        with tempfile.TemporaryDirectory(prefix="bertcourse-release-") as tmp:
+            fresh = generate(course, exercise, Path(tmp), db_url)
+            target = course.path(f"{RELEASE_DIR}/{exercise.id}")
+            if target.exists():
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(fresh, target)
+        written.append(target)
+    return written
+
+
+def _tree(folder: Path) -> dict[str, Path]:
+    return {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _comparable(path: Path) -> object:
+    if path.suffix == ".ipynb":
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return f"unreadable notebook: {exc}"
+    return path.read_bytes()
+
+
+def stale_release(course: Course, exercise_ids: Sequence[str] | None = None) -> list[str]:
+    """How the committed release differs from a fresh one (empty when it is up to date).
+
+    The fresh release is generated in a temporary folder with a throwaway gradebook, so checking
+    touches neither `exercises/` nor the course's gradebook.
+    """
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="bertcourse-release-check-") as tmp:
+        db_url = f"sqlite:///{tmp}/gradebook.db"
+        for exercise in select_exercises(course, exercise_ids):
+            fresh = _tree(generate(course, exercise, Path(tmp) / "release", db_url))
+            committed_dir = course.path(f"{RELEASE_DIR}/{exercise.id}")
+            committed = _tree(committed_dir) if committed_dir.is_dir() else {}
+            where = f"{RELEASE_DIR}/{exercise.id}"
+            for name in sorted(fresh.keys() - committed.keys()):
+                problems.append(f"{where}/{name} is missing")
+            for name in sorted(committed.keys() - fresh.keys()):
+                problems.append(f"{where}/{name} is not part of the release any more")
+            for name in sorted(fresh.keys() & committed.keys()):
+                if _comparable(fresh[name]) != _comparable(committed[name]):
+                    problems.append(f"{where}/{name} differs from solutions/{exercise.id}/{name}'s release")
+    if problems:
+        problems.append("run `bertcourse release` and commit exercises/")
+    return problems
+
+
+# ----------------------------------------------------------------------------- the gradebook's view
+
+
+def exercise_cells(course: Course, exercise: Exercise) -> dict[str, float]:
+    """{grade_id: points} of the autograded cells of the exercise's source notebook, in notebook order."""
+    path = course.path(f"{SOURCE_DIR}/{exercise.notebook}")
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (OSError, ValueError) as exc:
+        raise ReleaseError(f"exercise {exercise.id!r}: cannot read {path}: {exc}") from exc
+    cells = {}
+    for index, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            if "points" not in meta:
+                raise ReleaseError(f"{path}: cell {index} ({meta.get('grade_id')}) is graded but has no points")
+            cells[meta["grade_id"]] = float(meta["points"])
+    return cells
+
+
+def register_exercises(course: Course, exercises: Sequence[Exercise], db_url: str) -> None:
+    """Make sure the gradebook knows each exercise and its grade cells as the source has them.
+
+    `bertcourse release` does this already; a gradebook created elsewhere (`--db-url`) or a source
+    changed since the release is brought up to date the same way, by nbgrader into a scratch folder.
+    """
+    from bertcourse.grading.gradebook import grade_cell_points, open_gradebook
+
+    with open_gradebook(db_url) as gradebook:
+        stale = [e for e in exercises
+                 if grade_cell_points(gradebook, e.id) != {Path(e.notebook).stem: exercise_cells(course, e)}]
+    for exercise in stale:
+        with tempfile.TemporaryDirectory(prefix="bertcourse-register-") as tmp:
+            generate(course, exercise, Path(tmp), db_url)
+
+
+def release_command(args: Any) -> int:
+    from bertcourse.course import load_course
+
+    course = load_course()
+    for folder in release(course, args.exercises, db_url=args.db_url):
+        notebooks = sorted(p.name for p in folder.rglob("*.ipynb"))
+        print(f"released {folder.relative_to(course.root)}/: {', '.join(notebooks)}")
+    return 0

@@ -1,0 +1,201 @@
+"""Confine a worker process before it runs student code: Landlock filesystem rules, no new privileges.
+
+Landlock (Linux >= 5.13) lets an unprivileged process drop access to every path it is not granted,
+for itself and its children, irreversibly; it applies to root too. The worker may read the Python
+installation, system libraries, /proc, /dev, /sys, the course package sources and data, and the
+submission's folder, and may write only its own temporary folder (plus the course cache). It cannot
+read `autograder/` (the hidden checks), `solutions/` or `.git`, and from ABI 6 on it cannot signal or
+reach (abstract sockets) processes outside its sandbox, such as the judge. ptrace and /proc/<pid>/mem
+of outside processes are denied by Landlock itself.
+
+Where Landlock is missing (old kernel, seccomp-filtered container) `restrict_filesystem` returns a
+reason instead of raising; the engine records it as a note on every grade.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+# LANDLOCK_ACCESS_FS_* bits
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_MAKE_AND_REMOVE = sum(1 << b for b in range(4, 13))  # remove_dir ... make_sym
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+READ = READ_FILE | READ_DIR | EXECUTE
+READ_WRITE = READ | WRITE_FILE | _MAKE_AND_REMOVE | REFER | TRUNCATE
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is unavailable."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        version = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
+                                  ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    except (OSError, AttributeError):
+        return 0
+    return max(int(version), 0)
+
+
+@dataclass
+class SandboxPolicy:
+    """Paths the worker may read and write; everything else is denied. `deny` wins over a grant that
+    contains it (the grant is split into the siblings of the denied path)."""
+
+    read: list[str] = field(default_factory=list)
+    write: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+
+
+def default_policy(course_root: Path, work_dir: Path, submission_dir: Path, checks_file: Path,
+                   extra_read: list[str] | None = None, extra_write: list[str] | None = None) -> SandboxPolicy:
+    """The worker's view: Python + system + course sources/data + submission folder (read), own tmp."""
+    read = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin",
+            "/etc", "/opt", "/proc", "/sys", "/dev"}
+    read.update(p for p in sys.path if p and os.path.isabs(p))
+    import bertcourse
+
+    package = Path(bertcourse.__file__).resolve().parent  # the course package, wherever it is installed
+    read.update({str(package), str(course_root / "src"), str(course_root / "course.yml"), str(submission_dir)})
+    for variable in ("BERTCOURSE_DATA",):
+        if os.environ.get(variable):
+            read.add(os.path.abspath(os.environ[variable]))
+    read.update(extra_read or [])
+    write = {str(work_dir), "/dev/null", "/dev/shm"}
+    write.update(extra_write or [])
+    deny = {str(course_root / "autograder"), str(course_root / "solutions"), str(course_root / ".git"),
+            str(checks_file)}
+    if not any(_inside(os.path.realpath(p), os.path.realpath(checks_file.parent)) for p in (sys.prefix, work_dir)):
+        deny.add(str(checks_file.parent))  # helpers next to the check module stay hidden too
+    return SandboxPolicy(sorted(read), sorted(write), sorted(deny))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _expand(path: str, deny: list[str]) -> list[str]:
+    """`path` itself, or (when it contains a denied path) its children that are not denied."""
+    path = os.path.realpath(path)
+    if any(_inside(path, d) for d in deny):
+        return []
+    if not any(_inside(d, path) for d in deny):
+        return [path]
+    try:
+        children = sorted(os.listdir(path))
+    except OSError:
+        return []
+    result: list[str] = []
+    for child in children:
+        result.extend(_expand(os.path.join(path, child), deny))
+    return result
+
+
+def restrict_filesystem(policy: SandboxPolicy) -> str | None:
+    """Apply `policy` to this process for good. Returns None on success, else why it is unavailable."""
+    abi = landlock_abi()
+    if abi < 1:
+        return "Landlock is not available on this kernel"
+    handled = READ_WRITE | (IOCTL_DEV if abi >= 5 else 0)
+    if abi < 2:
+        handled &= ~REFER
+    if abi < 3:
+        handled &= ~TRUNCATE
+    attr = _RulesetAttr(handled, 0, (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
+    size = ctypes.sizeof(ctypes.c_uint64) * (3 if abi >= 6 else 1)
+    libc = _libc()
+    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return f"Landlock ruleset could not be created (errno {ctypes.get_errno()})"
+    deny = [os.path.realpath(d) for d in policy.deny]
+    try:
+        for paths, access in ((policy.read, READ | (IOCTL_DEV if abi >= 5 else 0)), (policy.write, READ_WRITE)):
+            for granted in paths:
+                for path in _expand(granted, deny):
+                    _add_rule(libc, ruleset, path, access & handled)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return f"prctl(PR_SET_NO_NEW_PRIVS) failed (errno {ctypes.get_errno()})"
+        if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            return f"Landlock restrict_self failed (errno {ctypes.get_errno()})"
+    finally:
+        os.close(ruleset)
+    return None
+
+
+def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # a path that does not exist needs no rule
+    try:
+        if not os.path.isdir(path):
+            access &= _FILE_ONLY
+        rule = _PathBeneathAttr(access, fd)
+        libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                     ctypes.byref(rule), ctypes.c_uint32(0))
+    finally:
+        os.close(fd)
+
+
+def limit_resources(memory_limit_mb: int, max_output_bytes: int) -> None:
+    """Backstops the engine's RSS watchdog: a data-segment cap (allocations past it fail with
+    MemoryError instead of taking the machine down) and a file size cap for runaway output."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead
+    try:
+        current = _vm_data_bytes()
+        cap = current + memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_output_bytes, max_output_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ValueError, OSError):
+        pass
+
+
+def _vm_data_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

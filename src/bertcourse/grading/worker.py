@@ -1,0 +1,361 @@
+"""The worker side: a zygote that imports torch/IPython once and forks one sandboxed worker per notebook.
+
+Run as `python -m bertcourse.grading.worker FD` by the engine; FD is a SOCK_SEQPACKET socket. The
+zygote answers `{"op": "fork", ...}` with the worker's pid and one end of a fresh socket pair
+(SCM_RIGHTS). The forked worker confines itself (sandbox.py), runs the notebook's code cells in an
+IPython shell, reports each cell, then serves the judge's requests (the `student` API) until the
+engine closes its socket. Everything here runs next to student code and is trusted by nobody: the
+engine enforces the limits from outside and the judge treats every reply as untrusted data.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+from bertcourse.grading.protocol import Channel, Remote, dump_values, load_values
+
+PRELOAD = ("torch", "numpy", "IPython", "IPython.core.interactiveshell", "bertcourse.grading.protocol")
+OUTPUT_KEEP_CHARS = 2000  # what a cell record keeps of the cell's printed output
+
+
+class _OutOfTime(BaseException):
+    """Raised by SIGALRM inside student code; BaseException so `except Exception` cannot swallow it."""
+
+
+# ----------------------------------------------------------------------------- zygote
+
+
+def zygote_main(fd: int) -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    channel = socket.socket(fileno=fd)
+    while True:
+        try:
+            raw = channel.recv(1 << 20)
+        except (ConnectionError, OSError):
+            return
+        if not raw:
+            return
+        request = json.loads(raw)
+        if request["op"] == "preload":
+            for name in request["modules"]:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # a broken optional package must not take the zygote down
+                    pass
+            channel.send(b"{}")
+        elif request["op"] == "fork":
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pid = os.fork()
+            if pid == 0:
+                channel.close()
+                ours.close()
+                code = 0
+                try:
+                    _worker_main(theirs.detach(), request)
+                except BaseException:  # noqa: B036 - the worker must never return into the zygote loop
+                    code = 1
+                os._exit(code)
+            theirs.close()
+            socket.send_fds(channel, [json.dumps({"pid": pid}).encode()], [ours.fileno()])
+            ours.close()
+        else:
+            return
+
+
+# ----------------------------------------------------------------------------- worker set-up
+
+
+def _worker_main(fd: int, request: dict[str, Any]) -> None:
+    os.setsid()  # own process group: the engine kills the worker and anything it started at once
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the zygote
+    except (OSError, AttributeError):
+        pass
+    work_dir = request["work_dir"]
+    os.chdir(work_dir)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    log = os.open(os.path.join(work_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    from bertcourse.grading.sandbox import SandboxPolicy, limit_resources, restrict_filesystem
+
+    sandbox_problem = None
+    if request.get("sandbox"):
+        sandbox_problem = restrict_filesystem(SandboxPolicy(**request["sandbox"]))
+    limit_resources(int(request["memory_limit_mb"]), int(request["max_output_bytes"]))
+    sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    sys.path.insert(0, request["submission_dir"])  # the submission's own helper modules, as in Jupyter
+    import torch
+
+    torch.set_num_threads(int(request.get("threads", 1)))
+    conn = Channel.from_fd(fd)
+    conn.send({"op": "hello", "sandbox_problem": sandbox_problem})
+    Worker(conn).run()
+
+
+class _CappedWriter(io.TextIOBase):
+    """A stdout/stderr stand-in that keeps the first few thousand characters and drops the rest."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.parts: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> int:
+        if self.size < self.keep:
+            self.parts.append(str(text)[: self.keep - self.size])
+        self.size += len(text)
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
+
+    def value(self) -> str:
+        text = "".join(self.parts)
+        return text + ("\n[... output cut]" if self.size > self.keep else "")
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _OutOfTime()
+
+
+class Worker:
+    """Runs the cells, then serves requests. One instance per forked process."""
+
+    def __init__(self, conn: Channel):
+        self.conn = conn
+        self.handles: dict[int, Any] = {}
+        self.shell: Any = None
+
+    def run(self) -> None:
+        header, _ = self.conn.recv()
+        self.shell = self._make_shell()
+        _seed_everything(0)  # notebooks that draw random numbers run the same way every time
+        for cell in header["cells"]:
+            self.conn.send({"op": "cell_start", "index": cell["index"]})
+            record = self._run_cell(cell, float(header["cell_time_limit_s"]))
+            self.conn.send({"op": "cell_end", **record})
+        self.conn.send({"op": "ready"})
+        self._serve()
+
+    @staticmethod
+    def _make_shell() -> Any:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        config = Config()
+        config.HistoryManager.enabled = False
+        config.InteractiveShell.colors = "nocolor"
+        config.InteractiveShell.xmode = "Plain"
+        shell = InteractiveShell.instance(config=config)
+        shell.user_ns["__name__"] = "__main__"
+        return shell
+
+    def _run_cell(self, cell: dict[str, Any], limit_s: float) -> dict[str, Any]:
+        capture = _CappedWriter(OUTPUT_KEEP_CHARS)
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = capture
+        old_handler = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, max(limit_s, 0.01))
+        status, error = "ok", ""
+        try:
+            result = self.shell.run_cell(cell["source"], store_history=False, silent=False)
+            exc = result.error_before_exec or result.error_in_exec
+            if isinstance(exc, _OutOfTime):
+                status, error = "timeout", f"the cell did not finish within {limit_s:g} s"
+            elif isinstance(exc, MemoryError):
+                status, error = "memory", "the cell ran out of memory (MemoryError)"
+            elif exc is not None:
+                status, error = "error", f"{type(exc).__name__}: {_short(str(exc))}"
+        except _OutOfTime:
+            status, error = "timeout", f"the cell did not finish within {limit_s:g} s"
+        except BaseException as exc:  # noqa: B036 - whatever the cell raises is the cell's failure
+            status, error = "error", f"{type(exc).__name__}: {_short(str(exc))}"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old_handler)
+            sys.stdout, sys.stderr = saved
+        return {"index": cell["index"], "grade_id": cell.get("grade_id"), "status": status, "error": error,
+                "output": capture.value()}
+
+    # ------------------------------------------------------------------------- serving the judge
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                header, blob = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            capture = _CappedWriter(0)
+            saved = sys.stdout, sys.stderr
+            sys.stdout = sys.stderr = capture
+            deadline = float(header.get("deadline_s") or 0)
+            old_handler = signal.signal(signal.SIGALRM, _alarm)
+            if deadline > 0:
+                signal.setitimer(signal.ITIMER_REAL, deadline)
+            try:
+                reply = self._handle(header, blob)
+            except _OutOfTime:
+                reply = ({"kind": "timeout"}, b"")
+            except MemoryError:
+                reply = ({"kind": "memory"}, b"")
+            except _Missing as exc:
+                reply = ({"kind": "missing", "name": str(exc)}, b"")
+            except _NotData as exc:
+                reply = ({"kind": "not_data", "message": str(exc)}, b"")
+            except BaseException as exc:  # noqa: B036 - the student's exception becomes the check's failure
+                reply = ({"kind": "student_error", "type": type(exc).__name__, "message": _short(str(exc)),
+                          "traceback": _short(traceback.format_exc(), 4000)}, b"")
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old_handler)
+                sys.stdout, sys.stderr = saved
+            self.conn.send(*reply)
+
+    def _handle(self, header: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
+        op = header["op"]
+        args = self._resolve(load_values(blob)) if blob else {}
+        if op == "reset":
+            self.handles.clear()
+            _seed_everything(int(header.get("seed", 0)))
+            return {"kind": "data"}, dump_values(None)
+        if op == "has":
+            return {"kind": "data"}, dump_values(header["name"] in self.shell.user_ns)
+        if op == "value":
+            value = self._lookup(header["name"])
+            return {"kind": "data"}, dump_values(_as_data(value, f"`{header['name']}`"))
+        if op == "call":
+            result = self._lookup(header["name"])(*args["args"], **args["kwargs"])
+        elif op == "call_method":
+            target = self._handle_of(header["handle"])
+            result = getattr(target, header["name"])(*args["args"], **args["kwargs"])
+        elif op == "getattr":
+            result = getattr(self._handle_of(header["handle"]), header["name"])
+        elif op == "generator":
+            import torch
+
+            result = torch.Generator().manual_seed(int(header["seed"]))
+            return self._as_remote(result)
+        elif op == "put":
+            return self._as_remote(args["value"])
+        elif op == "get":
+            value = self._handle_of(header["handle"])
+            return {"kind": "data"}, dump_values(_as_data(value, "the object"))
+        else:
+            raise ValueError(f"unknown request {op!r}")
+        try:
+            return {"kind": "data"}, dump_values(_as_data(result, "the result"))
+        except _NotData:
+            return self._as_remote(result)
+
+    def _lookup(self, name: str) -> Any:
+        if name not in self.shell.user_ns:
+            raise _Missing(name)
+        return self.shell.user_ns[name]
+
+    def _handle_of(self, handle_id: int) -> Any:
+        if handle_id not in self.handles:
+            raise ValueError("this handle is no longer valid")
+        return self.handles[handle_id]
+
+    def _as_remote(self, value: Any) -> tuple[dict[str, Any], bytes]:
+        handle_id = len(self.handles) + 1
+        self.handles[handle_id] = value
+        return {"kind": "remote", "id": handle_id, "type": type(value).__name__}, b""
+
+    def _resolve(self, value: Any) -> Any:
+        if isinstance(value, Remote):
+            return self._handle_of(value.id)
+        if isinstance(value, list):
+            return [self._resolve(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._resolve(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._resolve(v) for k, v in value.items()}
+        return value
+
+
+class _Missing(Exception):
+    pass
+
+
+class _NotData(Exception):
+    pass
+
+
+def _as_data(value: Any, what: str, depth: int = 0) -> Any:
+    """`value` as plain data (exact builtin types, plain CPU tensors), or _NotData."""
+    import numpy
+    import torch
+
+    if depth > 50:
+        raise _NotData(f"{what} is nested too deeply")
+    if value is None or type(value) in (bool, int, float, complex, str, bytes):
+        return value
+    if isinstance(value, torch.Tensor):
+        with torch._C.DisableTorchFunctionSubclass():
+            plain = value.detach()
+            if type(plain) is not torch.Tensor:
+                plain = plain.as_subclass(torch.Tensor)
+            return plain.cpu().clone() if plain.device.type != "cpu" else plain
+    if isinstance(value, (torch.Size, torch.dtype, torch.device)):
+        return value
+    if isinstance(value, numpy.ndarray) and value.dtype.kind in "biufc":
+        return torch.from_numpy(numpy.ascontiguousarray(value))
+    if isinstance(value, numpy.generic) and value.dtype.kind in "biufc":
+        return value.item()
+    if isinstance(value, bool):
+        return bool(value)
+    for kind in (int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    if isinstance(value, list):
+        return [_as_data(v, what, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_as_data(v, what, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return {_as_data(k, what, depth + 1): _as_data(v, what, depth + 1) for k, v in value.items()}
+    raise _NotData(f"{what} is a {type(value).__name__}, not plain data")
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    import torch
+
+    torch.manual_seed(seed)
+
+
+def _short(text: str, limit: int = 1000) -> str:
+    return text if len(text) <= limit else text[:limit] + " [...]"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m bertcourse.grading.worker FD  (started by the grading engine)")
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())] or sys.path
+    zygote_main(int(sys.argv[1]))
