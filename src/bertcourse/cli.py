@@ -47,9 +47,81 @@ def _add_data(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_cmd_data)
 
 
+def _cmd_release(args: argparse.Namespace) -> int:
+    from bertcourse.grading.release import release_command
+
+    return release_command(args)
+
+
+def _add_release(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "release",
+        help="regenerate the student notebooks in exercises/ from solutions/ (instructors)",
+        description="Run nbgrader's generate_assignment for the exercises in course.yml (or the named "
+        "ones): solutions/<id>/ -> exercises/<id>/, without outputs and deterministic, and record each "
+        "exercise and its grade cells in the gradebook. Commit exercises/ afterwards.",
+    )
+    parser.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
+    parser.add_argument("--db-url", help="gradebook database URL (default: from autograder/nbgrader_config.py)")
+    parser.set_defaults(handler=_cmd_release)
+
+
+def _cmd_autograde(args: argparse.Namespace) -> int:
+    from bertcourse.grading.batch import autograde_command
+
+    return autograde_command(args)
+
+
+def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "autograde",
+        help="grade a class's submissions into the gradebook, a CSV and feedback pages (instructors)",
+        description="Grade every SUBMISSIONS_DIR/<student>/<exercise>/<notebook>.ipynb (nbgrader's "
+        "submitted/ layout) with the hidden checks. Writes nbgrader's gradebook, OUT/grades.csv, "
+        "OUT/feedback/<student>/<exercise>/feedback.html and one result file per submission in "
+        "OUT/autograded/ (OUT: the folder holding SUBMISSIONS_DIR). Finished submissions are not graded "
+        "again when the batch is re-run or resumed; submissions are never modified.",
+    )
+    parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="folder of <student>/<exercise>/ folders")
+    parser.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded in parallel (default: 1)")
+    parser.add_argument("--db-url", help="gradebook database, any SQLAlchemy URL, e.g. postgresql://host/db "
+                        "(default: from autograder/nbgrader_config.py, SQLite in the course folder)")
+    parser.add_argument("--exercise", action="append", dest="exercise_ids", metavar="ID",
+                        help="grade only this exercise (repeatable; default: every exercise folder found)")
+    parser.add_argument("--output-dir", help="where autograded/, feedback/ and grades.csv go "
+                        "(default: the folder holding SUBMISSIONS_DIR)")
+    parser.add_argument("--force", action="store_true", help="grade again submissions graded before")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=_cmd_autograde)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from bertcourse.grading.health import check_command
+
+    return check_command(args)
+
+
+def _add_check(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="course health: solutions score full marks, the release scores zero, lessons run (CI)",
+        description="Check the course: every solution notebook scores full marks, every released "
+        "notebook scores zero on its graded parts, the committed release is up to date, check points "
+        "add up to the autograded cells' points and to course.yml, and every lesson notebook executes "
+        "(with BERTCOURSE_PROFILE=cpu-quick unless set). Prints a table; exits 1 on any failure.",
+    )
+    parser.add_argument("--only", action="append", metavar="ID", help="only this exercise or lesson (repeatable)")
+    parser.add_argument("--skip-lessons", action="store_true", help="do not execute the lesson notebooks")
+    parser.add_argument("--lesson-timeout", type=float, default=600, help="seconds per lesson cell (default: 600)")
+    parser.set_defaults(handler=_cmd_check)
+
+
 # Each entry adds one subcommand. Later parts of the course add theirs here.
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
+    _add_release,
+    _add_autograde,
+    _add_check,
 ]
 
 
