@@ -278,7 +278,7 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
     m = course.masking
     if not (0 < m.select_prob < 1 and 0 <= m.mask_prob and 0 <= m.random_prob and m.mask_prob + m.random_prob <= 1):
         raise parser.error(top["masking"][1], "masking probabilities must lie in [0, 1] with mask + random <= 1")
-    for profile, (_, node) in zip(course.profiles.values(), parser.mapping(top["profiles"][1], "").items()):
+    for profile, (_, node) in zip(course.profiles.values(), parser.mapping(top["profiles"][1], "").values()):
         if profile.model.d_model % profile.model.n_heads:
             raise parser.error(node, f"profiles.{profile.name}: d_model must be divisible by n_heads")
     if not check_files:

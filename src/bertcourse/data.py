@@ -170,7 +170,7 @@ def validate_sst2(dataset: datasets.Dataset, origin: Path | str) -> datasets.Dat
     sentences = column(dataset, "sentence")
     for index, (sentence, label) in enumerate(zip(sentences, labels)):
         if _as_label(label) is None:
-            raise DataError(f"{_row_location(origin, index)}: label {label!r} is not 0 or 1")
+            raise DataError(f"{_row_location(origin, index)}: label {str(label)!r} is not 0 or 1")
         if sentence is None or not str(sentence).strip():
             raise DataError(f"{_row_location(origin, index)}: empty sentence")
     dataset = dataset.select_columns(["sentence", "label"])
@@ -231,7 +231,7 @@ class Corpus:
         return digest.hexdigest()[:16]
 
 
-_HEADING = re.compile(r"^\s*(=+ [^=]+? =+\s*)+")
+_HEADING = re.compile(r"^\s*(=(?: =)*) [^=]+? \1(?:\s+|$)")  # "= = Career = =": as many = on both sides
 _AT_ESCAPE = re.compile(r" ?@ ?([-.,]) ?@ ?")  # WikiText writes 1,000 as "1 @,@ 000"
 UNKNOWN_WORD = "[UNK]"  # WikiText's <unk> is written as the tokenizer's own unknown token
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
@@ -240,7 +240,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 def _clean_wikitext_line(line: str) -> str:
     """Drop section headings ("= = History = =") that WikiText glues to the next sentence, undo its
     "@-@" escapes and write its <unk> as [UNK], which the tokenizer maps to the unknown id."""
-    line = _AT_ESCAPE.sub(r"\1", _HEADING.sub("", line))
+    while (heading := _HEADING.match(line)) is not None:
+        line = line[heading.end() :]
+    line = _AT_ESCAPE.sub(r"\1", line)
     return line.replace("<unk>", UNKNOWN_WORD).strip()
 
 

@@ -1,0 +1,42 @@
+# Two commands on a fresh machine with Python 3.11 and make:  `make demo`  and  `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+# The CPU build of torch that this project's machines carry; on another machine, e.g.
+#   make demo TORCH_SPEC="torch" TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+PROFILE ?= cpu-quick
+PYTEST_ARGS ?=
+BIN := $(VENV)/bin
+
+.PHONY: demo test lab lint release check install clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+demo: install
+	$(BIN)/bertcourse data --profile $(PROFILE)
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks autograder
+
+lab: install
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+release: install
+	$(BIN)/bertcourse release
+
+check: install
+	$(BIN)/bertcourse check
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

@@ -1,0 +1,53 @@
+"""Shared test set-up: the real data folder, a repo-local cache, and no hub access.
+
+Tests that need the real data take the `data_dir` fixture. Where the data is absent they skip with
+the reason, unless $BERTCOURSE_REQUIRE_DATA is set (CI sets it), where they fail instead: real-data
+tests must never skip silently in CI.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+
+# Before anything imports datasets/transformers: never reach for a hub in tests, and keep caches here.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("BERTCOURSE_CACHE", str(ROOT / ".cache" / "bertcourse"))
+os.environ.setdefault("BERTCOURSE_ROOT", str(ROOT))
+
+
+def real_data_dir() -> Path | None:
+    folder = Path(os.environ.get("BERTCOURSE_DATA") or DEFAULT_DATA)
+    return folder if (folder / "sst2" / "train.tsv").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    folder = real_data_dir()
+    if folder is None:
+        reason = "real data not found: set BERTCOURSE_DATA to a folder with sst2/ and wikitext2/"
+        if os.environ.get("BERTCOURSE_REQUIRE_DATA"):
+            pytest.fail(reason + " (BERTCOURSE_REQUIRE_DATA is set)")
+        pytest.skip(reason)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def corpus(data_dir):
+    from bertcourse.data import load_corpus
+
+    return load_corpus(data_dir=data_dir)
+
+
+@pytest.fixture(scope="session")
+def quick_tokenizer(corpus):
+    """The cpu-quick course tokenizer on the real corpus (trained once, then cached)."""
+    from bertcourse.tokenizer import load_tokenizer
+
+    return load_tokenizer("cpu-quick", corpus=corpus, progress=False)

@@ -1,0 +1,89 @@
+"""course.yml: the real manifest loads, and each kind of mistake is reported with its key and line."""
+
+from pathlib import Path
+
+import pytest
+
+from bertcourse.course import CourseError, load_course, parse_course
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = (ROOT / "course.yml").read_text()
+
+
+def test_the_course_manifest_loads_with_its_files():
+    course = load_course(ROOT, check_files=True)
+    assert {"cpu-quick", "cpu", "gpu"} <= set(course.profiles)
+    assert course.datasets["sst2"].splits == {"train": 67349, "validation": 872}
+    assert course.masking.select_prob == 0.15
+    for exercise in course.exercises:
+        assert (ROOT / "solutions" / exercise.notebook).is_file()
+        assert (ROOT / exercise.checks).is_file()
+
+
+def _error(text: str, check_files: bool = False) -> str:
+    with pytest.raises(CourseError) as info:
+        parse_course(text, ROOT, "course.yml", check_files=check_files)
+    return str(info.value)
+
+
+def _line_of(text: str, fragment: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)
+
+
+def test_unknown_key_names_the_key_and_its_line():
+    text = MANIFEST.replace("  min_words: 4\n", "  min_words: 4\n  min_wrds: 3\n")
+    message = _error(text)
+    assert "unknown key 'min_wrds'" in message and "corpus" in message
+    assert f"course.yml:{_line_of(text, 'min_wrds')}:" in message
+
+
+def test_unknown_top_level_key():
+    assert "unknown top-level key 'lesson'" in _error(MANIFEST + "lesson: []\n")
+
+
+def test_missing_key_is_reported():
+    text = MANIFEST.replace("    vocab_size: 2000\n", "", 1)
+    assert "missing key 'vocab_size' in profiles.cpu-quick" in _error(text)
+
+
+def test_wrong_type_is_reported_with_line():
+    text = MANIFEST.replace("vocab_size: 2000", "vocab_size: many", 1)
+    message = _error(text)
+    assert "profiles.cpu-quick.vocab_size must be a number" in message
+    assert f":{_line_of(text, 'vocab_size: many')}:" in message
+
+
+def _with_lessons(entries: str) -> str:
+    start = MANIFEST.index("lessons:")
+    end = MANIFEST.index("exercises:")
+    return MANIFEST[:start] + "lessons:\n" + entries + MANIFEST[end:]
+
+
+def test_duplicate_ids_are_errors():
+    entry = "  - id: same\n    title: t\n    notebook: lessons/x.ipynb\n    teaches: t\n"
+    text = _with_lessons(entry + entry)
+    message = _error(text)
+    assert "duplicate id 'same' in lessons" in message
+    assert "first at line" in message
+
+
+def test_missing_notebook_file_is_an_error_naming_the_line():
+    entry = "  - id: ghost\n    title: t\n    notebook: lessons/does_not_exist.ipynb\n    teaches: t\n"
+    text = _with_lessons(entry)
+    message = _error(text, check_files=True)
+    assert "lessons/does_not_exist.ipynb does not exist" in message
+    assert f":{_line_of(text, 'does_not_exist')}:" in message
+
+
+def test_corpus_source_must_be_a_dataset():
+    assert "corpus source 'books'" in _error(MANIFEST.replace("sources: [wikitext2, sst2]", "sources: [books]"))
+
+
+def test_invalid_yaml_and_heads_not_dividing_width():
+    assert "not valid YAML" in _error("course: [unclosed\n")
+    assert "divisible by n_heads" in _error(MANIFEST.replace("n_heads: 2,", "n_heads: 3,", 1))
+
+
+def test_unknown_profile_lists_the_known_ones():
+    with pytest.raises(CourseError, match="cpu-quick"):
+        load_course(ROOT).profile("tpu")

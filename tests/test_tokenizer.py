@@ -1,0 +1,91 @@
+"""The course WordPiece tokenizer: BERT conventions, word_ids(), pairs, determinism and the cache."""
+
+import os
+import subprocess
+import sys
+from collections import Counter
+
+from bertcourse.tokenizer import SPECIAL_TOKENS, learn_vocabulary, load_tokenizer, train_tokenizer
+
+
+def test_special_tokens_have_fixed_ids(quick_tokenizer):
+    assert [quick_tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert len(quick_tokenizer) == 2000  # the cpu-quick profile's vocab_size
+
+
+def test_round_trip_is_lowercased_and_lossless_for_known_words(quick_tokenizer):
+    text = "The film was surprisingly good , and the acting was wonderful ."
+    ids = quick_tokenizer(text)["input_ids"]
+    assert ids[0] == quick_tokenizer.cls_token_id and ids[-1] == quick_tokenizer.sep_token_id
+    decoded = quick_tokenizer.decode(ids, skip_special_tokens=True)
+    assert decoded.replace(" ,", ",").replace(" .", ".") == text.lower().replace(" ,", ",").replace(" .", ".")
+
+
+def test_word_ids_group_wordpiece_pieces(quick_tokenizer):
+    encoding = quick_tokenizer("unbelievably charming")
+    tokens, word_ids = encoding.tokens(), encoding.word_ids()
+    assert word_ids[0] is None and word_ids[-1] is None
+    pieces_of_first = [t for t, w in zip(tokens, word_ids) if w == 0]
+    assert len(pieces_of_first) > 1, "a rare long word should be split into pieces"
+    assert all(t.startswith("##") for t in pieces_of_first[1:])
+    assert "".join(t.removeprefix("##") for t in pieces_of_first) == "unbelievably"
+
+
+def test_pair_encoding_and_special_tokens_mask(quick_tokenizer):
+    encoding = quick_tokenizer("a fine film", "not at all", return_special_tokens_mask=True)
+    tokens = encoding.tokens()
+    first_sep = tokens.index("[SEP]")
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and first_sep < len(tokens) - 1
+    assert encoding["token_type_ids"] == [0] * (first_sep + 1) + [1] * (len(tokens) - first_sep - 1)
+    assert encoding["special_tokens_mask"] == [int(t in ("[CLS]", "[SEP]")) for t in tokens]
+    batch = quick_tokenizer(["short", "a somewhat longer sentence"], padding=True)
+    assert batch["input_ids"][0][-1] == quick_tokenizer.pad_token_id
+    assert batch["attention_mask"][0][-1] == 0
+
+
+def test_vocabulary_learning_breaks_ties_deterministically():
+    counts = Counter({"ab": 5, "cd": 5, "ef": 5, "abcd": 1})
+    first = learn_vocabulary(counts, 17, progress=False)
+    assert first == learn_vocabulary(Counter(dict(reversed(list(counts.items())))), 17, progress=False)
+    # ab (6) first; cd and ef tie at 5 and go alphabetically; then ##cd and abcd at 1 ('#' < 'a').
+    assert first[len(SPECIAL_TOKENS) :] == ["##b", "##c", "##d", "##f", "a", "c", "e",
+                                            "ab", "cd", "ef", "##cd", "abcd"]
+
+
+VOCAB_SCRIPT = """
+import sys
+from bertcourse.data import load_corpus
+from bertcourse.tokenizer import train_tokenizer
+corpus = load_corpus(data_dir=sys.argv[1])
+tok = train_tokenizer(corpus.train[:5000], 1000, progress=False)
+print(sorted(tok.get_vocab().items(), key=lambda kv: kv[1]))
+"""
+
+
+def test_same_corpus_gives_the_same_vocabulary_across_processes(data_dir):
+    """Python randomises string hashing per process; the vocabulary must not depend on it."""
+    outputs = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        result = subprocess.run([sys.executable, "-c", VOCAB_SCRIPT, str(data_dir)], env=env,
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1]
+
+
+def test_tokenizer_is_cached_and_reloaded(corpus, quick_tokenizer, monkeypatch):
+    import bertcourse.tokenizer as module
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the cached tokenizer should have been reused")
+
+    monkeypatch.setattr(module, "train_tokenizer", no_training)
+    again = load_tokenizer("cpu-quick", corpus=corpus)
+    assert again.get_vocab() == quick_tokenizer.get_vocab()
+
+
+def test_training_on_a_small_corpus_works_end_to_end():
+    tok = train_tokenizer(["the cat sat on the mat", "the dog sat on the log"] * 10, 60, progress=False)
+    assert tok.tokenize("the cat sat") == ["the", "cat", "sat"]
+    assert tok.convert_ids_to_tokens(tok("zebra")["input_ids"])[1] == "[UNK]"  # 'z' was never seen
