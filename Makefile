@@ -9,7 +9,7 @@ PROFILE ?= cpu-quick
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: demo test lab lint release check install clean
+.PHONY: demo test lab lint release check readme install clean
 
 install: $(VENV)/.installed
 
@@ -37,6 +37,9 @@ release: install
 
 check: install
 	$(BIN)/bertcourse check
+
+readme: install
+	$(BIN)/python -c 'from bertcourse.notebook import update_readme; update_readme()'
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

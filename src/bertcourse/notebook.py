@@ -24,3 +24,48 @@ def pick_profile(default_cpu: str = "cpu") -> str:
     load_course().profile(name)
     print(f"bertcourse profile: {name}")
     return name
+
+
+def colab_url(path: str, repository: str | None = None, branch: str | None = None) -> str:
+    """The Colab address that opens the notebook at `path` (relative to the course root) from GitHub."""
+    if repository is None or branch is None:
+        from bertcourse.course import load_course
+
+        info = load_course().course
+        repository, branch = repository or info.repository, branch or info.branch
+    return f"https://colab.research.google.com/github/{repository}/blob/{branch}/{path}"
+
+
+def colab_badge(path: str, repository: str | None = None, branch: str | None = None) -> str:
+    """Markdown for an 'Open in Colab' badge; every notebook's first cell carries one."""
+    image = "https://colab.research.google.com/assets/colab-badge.svg"
+    return f"[![Open In Colab]({image})]({colab_url(path, repository, branch)})"
+
+
+def contents_table() -> str:
+    """The README's table of lessons and exercises, generated from course.yml (tests keep them equal)."""
+    from bertcourse.course import load_course
+
+    course = load_course()
+    rows = ["| # | notebook | what it teaches | open |", "|---|---|---|---|"]
+    for number, lesson in enumerate(course.lessons, 1):
+        rows.append(f"| lesson {number} | [{lesson.title}]({lesson.notebook}) | {lesson.teaches} | "
+                    f"{colab_badge(lesson.notebook)} |")
+    for exercise in course.exercises:
+        path = f"exercises/{exercise.notebook}"
+        rows.append(f"| exercise `{exercise.id}` | [{exercise.title}]({path}) | {exercise.points:g} points, "
+                    f"graded by `bertcourse grade` | {colab_badge(path)} |")
+    return "\n".join(rows)
+
+
+def update_readme(path: str = "README.md") -> None:
+    """Rewrite the README's table of contents from course.yml (`make readme`)."""
+    from pathlib import Path
+
+    from bertcourse.course import load_course
+
+    readme = load_course().root / Path(path)
+    text = readme.read_text()
+    start = text.index("\n", text.index("<!-- course-contents")) + 1
+    end = text.index("<!-- /course-contents -->")
+    readme.write_text(text[:start] + contents_table() + "\n" + text[end:])
