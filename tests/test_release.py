@@ -1,0 +1,91 @@
+"""`bertcourse release`: nbgrader's student version of each exercise, deterministic and committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from batch_support import ROOT, hidden_source_lines, make_course
+
+from bertcourse.course import load_course
+from bertcourse.grading.gradebook import grade_cell_points, open_gradebook
+from bertcourse.grading.release import exercise_cells, release, stale_release
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def course(tmp_path):
+    return make_course(tmp_path / "course")
+
+
+def test_release_is_blank_locked_deterministic_and_recorded(course):
+    (folder,) = release(course)
+    path = folder / "add.ipynb"
+    first = path.read_bytes()
+    nb = json.loads(first)
+    text = first.decode()
+    assert "return a + b" not in text and 'answer_q1 = "b"' not in text  # solutions replaced by stubs
+    assert "raise NotImplementedError()" in text
+    cells = {c["metadata"]["nbgrader"]["grade_id"]: c for c in nb["cells"]}
+    assert cells["add_checks"]["metadata"]["editable"] is False  # test cells are locked
+    assert all(not c.get("outputs") for c in nb["cells"])
+    assert not any(line in text for line in hidden_source_lines(course))
+    assert sorted(p.name for p in folder.iterdir()) == ["add.ipynb"]  # nothing from autograder/ travels
+
+    release(course)
+    assert path.read_bytes() == first  # re-running gives identical files
+    with open_gradebook(f"sqlite:///{course.root}/gradebook.db") as gradebook:
+        assert grade_cell_points(gradebook, "fx01-add") == {"add": {"add_checks": 2.0, "q1_checks": 1.0}}
+    assert exercise_cells(course, course.exercise("fx01-add")) == {"add_checks": 2.0, "q1_checks": 1.0}
+
+
+def test_stale_release_is_detected(course):
+    release(course)
+    assert stale_release(course) == []
+    released = course.root / "exercises" / "fx01-add" / "add.ipynb"
+
+    nb = json.loads(released.read_text())
+    nb["cells"][1]["source"] = "def add(a, b):\n    return a + b\n"  # someone committed a solution
+    released.write_text(json.dumps(nb))
+    problems = stale_release(course)
+    assert any("exercises/fx01-add/add.ipynb differs" in p for p in problems)
+
+    release(course)
+    (course.root / "exercises" / "fx01-add" / "notes.txt").write_text("left over")
+    assert any("notes.txt is not part of the release" in p for p in stale_release(course))
+
+    release(course)
+    source = course.root / "solutions" / "fx01-add" / "add.ipynb"
+    source.write_text(source.read_text().replace("Write `add(a, b)`", "Write the function `add(a, b)`"))
+    assert any("differs" in p for p in stale_release(course))
+
+
+def test_release_command_rejects_unknown_exercise(course):
+    env = {**os.environ, "BERTCOURSE_ROOT": str(course.root)}
+    proc = subprocess.run([sys.executable, "-m", "bertcourse.cli", "release", "no-such-exercise"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "unknown exercise 'no-such-exercise'" in proc.stderr
+    assert not (course.root / "exercises" / "fx01-add").exists()
+
+
+def test_hidden_checks_are_outside_the_installed_package():
+    import bertcourse
+
+    package = Path(bertcourse.__file__).parent
+    checks = {p.name for p in (ROOT / "autograder" / "checks").glob("*.py")}
+    assert not {p.name for p in package.rglob("*.py")} & checks
+    assert not list(package.rglob("autograder"))
+
+
+REAL_COURSE = load_course(ROOT)
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in REAL_COURSE.exercises])
+def test_committed_release_of_the_course_is_up_to_date(exercise_id):
+    assert stale_release(REAL_COURSE, [exercise_id]) == []
