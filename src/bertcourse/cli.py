@@ -116,12 +116,62 @@ def _add_check(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_cmd_check)
 
 
+def _cmd_grade(args: argparse.Namespace) -> int:
+    from bertcourse.grading.report import grade_command
+
+    return grade_command(args)
+
+
+def _add_grade(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "grade",
+        help="grade your own exercise notebook with the hidden checks (self-study)",
+        description="Run your notebook in a sandboxed process and the exercise's hidden checks against "
+        "it, then print each check (pass/fail, points, a hint for failures), per-part subtotals and the "
+        "total as `score: X/Y`. Needs the course checkout (the hidden checks live in autograder/). Exits "
+        "0 when grading ran, whatever the score; 2 for a file that is not a notebook or an unknown exercise.",
+    )
+    parser.add_argument("notebook", help="the .ipynb file to grade (e.g. your copy from exercises/)")
+    parser.add_argument("--exercise", metavar="ID",
+                        help="exercise id from course.yml (default: inferred from the notebook's cells/path)")
+    parser.set_defaults(handler=_cmd_grade)
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from bertcourse.train import pretrain_command
+
+    return pretrain_command(args)
+
+
+def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "pretrain",
+        help="pretrain the tiny BERT (masked LM) or its parameter-matched GPT on the course corpus",
+        description="Pretrain on the real corpus with dynamic masking, AdamW, warm-up and cosine decay. "
+        "Writes OUT/checkpoint.pt (periodically, atomically), OUT/metrics.json and OUT/loss_curve.png; "
+        "--resume continues a killed run from its last checkpoint and ends where an uninterrupted run "
+        "would. Uses CUDA (with autocast), else Apple MPS, else the CPU.",
+    )
+    _add_common_data_arguments(parser)
+    parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="model to train (default: bert)")
+    parser.add_argument("--out", help="output folder (default: runs/pretrain-ARCH-PROFILE)")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--max-steps", type=int, help="override the profile's number of steps")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA: faster)")
+    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=_cmd_pretrain)
+
+
 # Each entry adds one subcommand. Later parts of the course add theirs here.
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
     _add_release,
     _add_autograde,
     _add_check,
+    _add_grade,
+    _add_pretrain,
 ]
 
 

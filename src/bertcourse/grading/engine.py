@@ -363,10 +363,16 @@ class Grader:
             message = "" if passed else (ran or {}).get("message") or "the check did not run"
             result.checks.append(CheckResult(info.name, info.cell, info.points if passed else 0.0, info.points,
                                              passed, info.feedback, message, (ran or {}).get("detail", "")))
-        canary = [r for r in header.get("results", []) if r.get("canary")]
-        if len(canary) != 1 or canary[0].get("passed") or canary[0].get("message") != nonce:
-            result.error = ("the canary check did not fail as it must, so the checks did not really run; "
-                            "the grade is void")
+        result.error = canary_problem(header.get("results", []), nonce)
+
+
+def canary_problem(results: list[dict[str, Any]], nonce: str) -> str | None:
+    """Why a judge session's results cannot be trusted, judging by its canary (None when they can)."""
+    canary = [r for r in results if r.get("canary")]
+    if len(canary) != 1 or canary[0].get("passed") or canary[0].get("message") != nonce:
+        return ("the canary check did not fail as it must, so the checks did not really run; "
+                "the grade is void")
+    return None
 
 
 # ----------------------------------------------------------------------------- one notebook's worker

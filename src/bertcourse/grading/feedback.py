@@ -10,6 +10,7 @@ check's name. Any `### BEGIN HIDDEN TESTS` region in the notebook is cleared as 
 from __future__ import annotations
 
 import html
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,16 +100,10 @@ def part_html(record: Record, cell: str) -> str:
     )
 
 
-def _raw_html_cell(text: str) -> Any:
-    from nbformat.v4 import new_raw_cell
-
-    return new_raw_cell(text, metadata={"format": "text/html"})
-
-
 def render_feedback(record: Record, notebook: Path | None) -> str:
     """The feedback page as HTML text (a summary alone when the notebook cannot be read)."""
     import nbformat
-    from nbformat.v4 import new_notebook
+    from nbformat.v4 import new_notebook, new_raw_cell
 
     nb = None
     if notebook is not None:
@@ -122,22 +117,34 @@ def render_feedback(record: Record, notebook: Path | None) -> str:
         from nbgrader.preprocessors import ClearHiddenTests
 
         nb, _ = ClearHiddenTests().preprocess(nb, {})
-    cells = [_raw_html_cell(_STYLE + summary_html(record))]
+    # nbconvert cleans the HTML of raw cells (dropping headings and tables), so the boxes go in after
+    # rendering, in place of plain-text markers no notebook can know in advance.
+    nonce = secrets.token_hex(8)
+    boxes: dict[str, str] = {}
+
+    def marker_cell(box: str) -> Any:
+        marker = f"BERTCOURSE-FEEDBACK-{nonce}-{len(boxes)}"
+        boxes[marker] = box
+        return new_raw_cell(marker, metadata={"format": "text/html"})
+
+    cells = [marker_cell(summary_html(record))]
     shown = set()
     for cell in nb.cells:
         cells.append(cell)
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if grade_id in record.part_max and grade_id not in shown:
             shown.add(grade_id)
-            cells.append(_raw_html_cell(part_html(record, grade_id)))
-    for cell in record.part_max:  # parts whose cell the student deleted still get their box
-        if cell not in shown:
-            cells.append(_raw_html_cell(part_html(record, cell)))
+            cells.append(marker_cell(part_html(record, grade_id)))
+    for grade_id in record.part_max:  # parts whose cell the student deleted still get their box
+        if grade_id not in shown:
+            cells.append(marker_cell(part_html(record, grade_id)))
     nb.cells = cells
     nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
     body, _ = _html_exporter().from_notebook_node(nb, resources={"metadata": {"name": f"{record.exercise} feedback"}})
+    for marker, box in boxes.items():
+        body = body.replace(marker, box, 1)
     # A submission's outputs and markdown may carry scripts; the page is static, so none may run.
-    return body.replace("<head>", "<head>\n" + _NO_SCRIPTS, 1)
+    return body.replace("<head>", "<head>\n" + _NO_SCRIPTS + _STYLE, 1)
 
 
 def write_feedback(folder: Path, record: Record, notebook: Path | None) -> Path:

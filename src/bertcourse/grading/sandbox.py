@@ -88,7 +88,7 @@ def default_policy(course_root: Path, work_dir: Path, submission_dir: Path, chec
         if os.environ.get(variable):
             read.add(os.path.abspath(os.environ[variable]))
     read.update(extra_read or [])
-    write = {str(work_dir), "/dev/null", "/dev/shm"}
+    write = {str(work_dir), "/dev/null", "/dev/shm", "/dev/ptmx", "/dev/pts"}  # ptys: IPython's `!cmd`
     write.update(extra_write or [])
     deny = {str(course_root / "autograder"), str(course_root / "solutions"), str(course_root / ".git"),
             str(checks_file)}
@@ -173,7 +173,7 @@ def limit_resources(memory_limit_mb: int, max_output_bytes: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead
     try:
         current = _vm_data_bytes()
-        cap = current + memory_limit_mb * 1024 * 1024
+        cap = current + 2 * memory_limit_mb * 1024 * 1024  # the watchdog stops RSS at the limit itself
         resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_output_bytes, max_output_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -80,6 +80,7 @@ def zygote_main(fd: int) -> None:
 
 
 def _worker_main(fd: int, request: dict[str, Any]) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would break subprocess waits
     os.setsid()  # own process group: the engine kills the worker and anything it started at once
     try:
         import ctypes
@@ -182,7 +183,7 @@ class Worker:
             exc = result.error_before_exec or result.error_in_exec
             if isinstance(exc, _OutOfTime):
                 status, error = "timeout", f"the cell did not finish within {limit_s:g} s"
-            elif isinstance(exc, MemoryError):
+            elif isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
                 status, error = "memory", "the cell ran out of memory (MemoryError)"
             elif exc is not None:
                 status, error = "error", f"{type(exc).__name__}: {_short(str(exc))}"
@@ -223,8 +224,11 @@ class Worker:
             except _NotData as exc:
                 reply = ({"kind": "not_data", "message": str(exc)}, b"")
             except BaseException as exc:  # noqa: B036 - the student's exception becomes the check's failure
-                reply = ({"kind": "student_error", "type": type(exc).__name__, "message": _short(str(exc)),
-                          "traceback": _short(traceback.format_exc(), 4000)}, b"")
+                if "can't allocate memory" in str(exc):  # torch's allocator hit RLIMIT_DATA
+                    reply = ({"kind": "memory"}, b"")
+                else:
+                    reply = ({"kind": "student_error", "type": type(exc).__name__, "message": _short(str(exc)),
+                              "traceback": _short(traceback.format_exc(), 4000)}, b"")
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, old_handler)

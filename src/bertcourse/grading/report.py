@@ -1,0 +1,54 @@
+"""`bertcourse grade NOTEBOOK`: grade one's own notebook and print each check, subtotals and the score."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertcourse.grading.results import NotebookResult
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def format_result(result: NotebookResult, title: str = "") -> str:
+    lines = [f"{result.exercise}{f': {title}' if title else ''}  ({result.notebook})"]
+    if result.error:
+        lines.append(f"NOT GRADED: {result.error}")
+    for check in result.checks:
+        mark = "PASS" if check.passed else "FAIL"
+        lines.append(f"  {mark} {check.name} [{check.cell}] {_number(check.points)}/{_number(check.max_points)}")
+        if not check.passed and not result.error:
+            if check.feedback:
+                lines.append(f"       hint: {check.feedback}")
+            if check.message:
+                lines.append(f"       why:  {check.message}")
+    if result.notes:
+        lines.append("notes:")
+        lines.extend(f"  - {note.message}" for note in result.notes)
+    if result.parts:
+        lines.append("parts:")
+        lines.extend(f"  {p.grade_id}: {_number(p.score)}/{_number(p.max_score)}" for p in result.parts.values())
+    lines.append(f"score: {_number(result.score)}/{_number(result.max_score)}")
+    return "\n".join(lines)
+
+
+def grade_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertcourse.course import load_course
+    from bertcourse.grading.engine import Grader, infer_exercise
+    from bertcourse.grading.submission import SubmissionError
+
+    course = load_course(check_files=False)
+    path = Path(args.notebook)
+    if not path.is_file():
+        raise SubmissionError(f"{path}: no such file")
+    exercise_id = args.exercise or infer_exercise(path, course)
+    exercise = course.exercise(exercise_id)
+    with Grader(course) as grader:
+        result = grader.grade(path, exercise)
+    print(format_result(result, exercise.title))
+    if result.error:  # not graded (a broken file, another exercise's notebook): say why and exit 2
+        raise SubmissionError(result.error)
+    return 0

@@ -1,0 +1,408 @@
+"""The grading engine against a toy exercise: correct and wrong work, broken notebooks, cheating.
+
+Everything runs for real: a zygote and sandboxed workers, a pytest judge in its own process. One
+Grader serves the module (its helper processes stay warm), so most tests cost well under a second.
+The toy exercise (tests/fixtures/grading) has `add(a, b)` (2 points), a stochastic
+`sample_mask(shape, p, generator)` (2 points) and a concept answer (1 point); its limits are small
+(3 s per cell/check, 1500 MB) so that hangs and hogs are caught quickly.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bertcourse.course import Exercise, load_course
+from bertcourse.grading import Grader, NotebookResult, infer_exercise
+from bertcourse.grading.engine import canary_problem
+from bertcourse.grading.sandbox import landlock_abi
+
+FIXTURE = Path(__file__).parent / "fixtures" / "grading"
+SOURCE = FIXTURE / "solutions" / "toy" / "toy.ipynb"
+CHECKS = FIXTURE / "autograder" / "checks" / "toy.py"
+SECRET = "hidden-value-7c1f3e"  # defined only in the hidden check module
+
+STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+WRONG_ADD = "def add(a, b):\n    return a - b"
+CORRECT_ADD = "def add(a, b):\n    return a + b"
+CORRECT_MASK = "def sample_mask(shape, p, generator):\n    return torch.rand(shape, generator=generator) < p"
+# A different correct implementation: other random draws, same distribution.
+OTHER_MASK = ("def sample_mask(shape, p, generator):\n"
+              "    return torch.bernoulli(torch.full(shape, p), generator=generator).bool()")
+
+
+@pytest.fixture(scope="module")
+def course():
+    return load_course(FIXTURE)
+
+
+@pytest.fixture(scope="module")
+def grader(course):
+    with Grader(course) as grader:
+        yield grader
+
+
+@pytest.fixture(scope="module")
+def hashes():
+    """Every notebook graded in this module, with its hash before grading (checked at the end)."""
+    seen: dict[Path, str] = {}
+    yield seen
+    for path, digest in seen.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} was modified by grading"
+
+
+def notebook(tmp_path: Path, replace: dict[str, str] | None = None, drop: tuple[str, ...] = (),
+             append: list[str] | None = None, name: str = "toy.ipynb") -> Path:
+    """The toy notebook with some cells' sources replaced (by grade_id), some dropped, cells appended."""
+    nb = json.loads(SOURCE.read_text())
+    cells = []
+    for cell in nb["cells"]:
+        grade_id = cell["metadata"]["nbgrader"]["grade_id"]
+        if grade_id in drop:
+            continue
+        if replace and grade_id in replace:
+            cell["source"] = replace[grade_id]
+        cells.append(cell)
+    for source in append or []:
+        cells.append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                      "source": source})
+    nb["cells"] = cells
+    path = tmp_path / name
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def grade(grader: Grader, hashes: dict, path: Path, exercise: str | Exercise = "toy") -> NotebookResult:
+    hashes[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.chmod(0o444)
+    result = grader.grade(path, exercise)
+    json.dumps(result.to_dict())  # always serialisable
+    return result
+
+
+def stub_notebook(tmp_path: Path, **kwargs) -> Path:
+    return notebook(tmp_path, {"add": STUB, "mask": STUB, "concept": STUB}, **kwargs)
+
+
+def kinds(result: NotebookResult) -> set[str]:
+    return {note.kind for note in result.notes}
+
+
+# ----------------------------------------------------------------------------- correct and wrong work
+
+
+def test_correct_solution_scores_full_marks(grader, hashes):
+    result = grade(grader, hashes, SOURCE)
+    assert result.error is None and result.notes == []
+    assert (result.score, result.max_score) == (5.0, 5.0)
+    assert {k: (p.score, p.max_score) for k, p in result.parts.items()} == {
+        "add_checks": (2.0, 2.0), "mask_checks": (2.0, 2.0), "concept_checks": (1.0, 1.0)}
+    assert [c.status for c in result.cells] == ["ok"] * 4  # setup + 3 solution cells; test cells skipped
+    assert NotebookResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+def test_another_correct_implementation_passes(grader, hashes, tmp_path):
+    assert grade(grader, hashes, notebook(tmp_path, {"mask": OTHER_MASK})).score == 5.0
+
+
+def test_wrong_implementations_fail_their_checks_with_feedback(grader, hashes, tmp_path):
+    ignores_generator = "def sample_mask(shape, p, generator):\n    return torch.rand(shape) < p"
+    result = grade(grader, hashes, notebook(tmp_path, {"add": WRONG_ADD, "mask": ignores_generator,
+                                                       "concept": 'answer_q1 = "a"'}))
+    assert result.failed_checks() == ["test_add_numbers", "test_add_tensors", "test_mask_uses_generator",
+                                      "test_concept"]
+    assert result.score == 1.0 and result.parts["add_checks"].score == 0.0
+    failed = result.check("test_add_numbers")
+    assert failed.feedback == "add(a, b) should return the sum of its inputs" and failed.points == 0.0
+    assert SECRET not in json.dumps(result.to_dict())
+
+
+def test_student_exceptions_and_missing_names_are_reported(grader, hashes, tmp_path):
+    raises = "def add(a, b):\n    raise ValueError('not yet')"
+    result = grade(grader, hashes, notebook(tmp_path, {"add": raises, "mask": STUB}, drop=("concept",)))
+    assert result.check("test_add_numbers").message == "your code raised ValueError: not yet"
+    assert result.check("test_mask_rate").message == "`sample_mask` is not defined"
+    assert result.check("test_concept").message == "`answer_q1` is not defined"
+    assert "cell-error" in kinds(result) and "missing-cell" in kinds(result)
+    assert result.score == 0.0
+
+
+def test_stub_notebook_scores_zero(grader, hashes, tmp_path):
+    result = grade(grader, hashes, stub_notebook(tmp_path))
+    assert result.error is None and result.score == 0.0 and result.max_score == 5.0
+
+
+def test_grading_is_deterministic(grader, hashes, tmp_path):
+    # Global-RNG use: passes or fails only by the engine's seeding, which must be the same every time.
+    global_rng = "def sample_mask(shape, p, generator):\n    return torch.rand(shape) < p"
+    path = notebook(tmp_path, {"mask": global_rng, "add": "import random\ndef add(a, b):\n"
+                                                          "    return a + b + (random.random() < 0.5) * 0"})
+    first, second = grade(grader, hashes, path), grade(grader, hashes, path)
+    strip = lambda r: [(c.name, c.passed, c.message) for c in r.checks]  # noqa: E731
+    assert strip(first) == strip(second) and first.score == second.score
+
+
+def test_warnings_are_not_failures(grader, hashes, tmp_path):
+    noisy_add = ("import sys, warnings\nwarnings.warn('deprecated thing', DeprecationWarning)\n"
+                 "print('to stderr', file=sys.stderr)\n"
+                 "def add(a, b):\n    warnings.warn('careful', UserWarning)\n"
+                 "    print('stderr chatter', file=sys.stderr)\n    return a + b")
+    result = grade(grader, hashes, notebook(tmp_path, {"add": noisy_add}))
+    assert result.score == 5.0 and result.notes == []
+
+
+def test_magics_in_student_cells_work(grader, hashes, tmp_path):
+    result = grade(grader, hashes, notebook(tmp_path, {"setup": "%load_ext autoreload\n!echo hi\nimport torch"}))
+    assert result.score == 5.0 and result.cells[0].status == "ok"
+
+
+def test_testing_helper_runs_a_check_module_against_sources(course):
+    from bertcourse.grading.testing import run_check_module, run_checks
+
+    correct = "import torch\n" + CORRECT_ADD + "\n" + CORRECT_MASK + '\nanswer_q1 = "b"\n'
+    assert set(run_check_module(CHECKS, correct, course=course).values()) == {True}
+    wrong = run_checks(CHECKS, {"imports": "import torch", "add": WRONG_ADD, "mask": OTHER_MASK}, course=course)
+    assert wrong.failed_checks() == ["test_add_numbers", "test_add_tensors", "test_concept"]
+
+
+# ----------------------------------------------------------------------------- broken notebooks
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"this is not json", "not valid JSON"),
+    (b"[1, 2, 3]", "without a 'cells' list"),
+    (b'{"nbformat": 3, "cells": []}', "not a version 4 notebook"),
+])
+def test_invalid_files_get_a_clear_reason_and_zero(grader, hashes, tmp_path, content, reason):
+    path = tmp_path / "broken.ipynb"
+    path.write_bytes(content)
+    result = grade(grader, hashes, path)
+    assert reason in result.error and result.score == 0.0 and result.max_score == 5.0
+    assert all(not c.passed and c.message.startswith("not graded:") for c in result.checks)
+
+
+def test_notebook_of_another_exercise_is_refused(grader, hashes, tmp_path):
+    other = FIXTURE / "solutions" / "other" / "other.ipynb"
+    result = grade(grader, hashes, other)
+    assert "belongs to exercise 'other'" in result.error and result.score == 0.0
+    assert infer_exercise(other, grader.course) == "other" and infer_exercise(SOURCE, grader.course) == "toy"
+
+
+def test_duplicated_and_reordered_cells(grader, hashes, tmp_path):
+    nb = json.loads(SOURCE.read_text())
+    cells = nb["cells"]
+    wrong_copy = copy.deepcopy(cells[1])
+    wrong_copy["source"] = WRONG_ADD
+    concept = cells.pop(5)
+    nb["cells"] = [concept, *cells[:2], wrong_copy, *cells[2:]]  # concept first; a second `add` cell, wrong
+    path = tmp_path / "shuffled.ipynb"
+    path.write_text(json.dumps(nb))
+    result = grade(grader, hashes, path)
+    assert {"duplicate-cell", "reordered-cells"} <= kinds(result)
+    assert result.parts["add_checks"].score == 0.0  # the later (wrong) definition wins, as in Jupyter
+    assert result.parts["concept_checks"].score == 1.0 and result.parts["mask_checks"].score == 2.0
+
+
+def test_infinite_loop_in_a_cell_times_out_and_the_rest_is_graded(grader, hashes, tmp_path):
+    result = grade(grader, hashes, notebook(tmp_path, append=["while True:\n    pass"]))
+    assert result.score == 5.0 and "cell-timeout" in kinds(result)
+    assert result.cells[-1].status == "timeout"
+
+
+@pytest.mark.slow
+def test_loop_that_swallows_the_alarm_is_killed_and_the_notebook_rerun(grader, hashes, tmp_path):
+    stubborn = ("import time\nwhile True:\n    try:\n        time.sleep(10)\n    except BaseException:\n"
+                "        pass")
+    result = grade(grader, hashes, notebook(tmp_path, append=[stubborn, "late = 1"]))
+    assert result.score == 5.0 and "cell-timeout" in kinds(result)
+    assert [c.status for c in result.cells[-2:]] == ["timeout", "ok"]
+
+
+@pytest.mark.parametrize("crash", [
+    "import os\nos._exit(0)",
+    "import ctypes\nctypes.string_at(0)",  # a segfault
+    "import sys\nsys.exit(0)",
+])
+def test_crash_in_a_cell_is_recorded_and_the_rest_is_graded(grader, hashes, tmp_path, crash):
+    result = grade(grader, hashes, notebook(tmp_path, append=[crash]))
+    assert result.score == 5.0
+    assert result.cells[-1].status in ("crashed", "error")  # sys.exit is caught by IPython: an error
+
+
+# Page faults are slow on a busy 2-core machine: memory tests get more time and a lower limit.
+def roomy(grader):
+    return dataclasses.replace(grader.exercise("toy"), memory_limit_mb=1000, check_time_limit_s=30)
+
+
+HOG = "for _ in range(10):\n    chunks.append(torch.ones(100_000_000))"
+
+
+def test_memory_hog_in_a_cell(grader, hashes, tmp_path):
+    result = grade(grader, hashes, notebook(tmp_path, append=["import torch\nchunks = []\n" + HOG]), roomy(grader))
+    assert result.score == 5.0 and "cell-memory" in kinds(result)
+    assert "more than 1000 MB" in result.cells[-1].error
+
+
+def test_failures_inside_checks_fail_only_that_check(grader, hashes, tmp_path):
+    result = grade(grader, hashes, notebook(tmp_path, {
+        "add": "import os\ndef add(a, b):\n    if a == 2:\n        os._exit(3)\n    return a + b",
+        "mask": ("import torch\ndef sample_mask(shape, p, generator):\n    if shape == (40, 40):\n"
+                 "        while True:\n            pass\n    return torch.rand(shape, generator=generator) < p")}))
+    assert result.check("test_add_numbers").message.startswith("the Python process running your notebook crashed")
+    assert result.check("test_mask_uses_generator").message == "your code did not finish within 3 s"
+    assert result.passed_checks() == ["test_add_tensors", "test_mask_rate", "test_concept"]
+    assert result.score == 3.0
+
+
+def test_memory_hog_inside_a_check(grader, hashes, tmp_path):
+    hog = ("import torch\nchunks = []\ndef add(a, b):\n    if isinstance(a, torch.Tensor):\n"
+           + "\n".join("        " + line for line in HOG.splitlines()) + "\n    return a + b")
+    result = grade(grader, hashes, notebook(tmp_path, {"add": hog}), roomy(grader))
+    assert result.check("test_add_tensors").message == "your code used more than 1000 MB of memory"
+    assert result.score == 4.0
+
+
+def test_huge_output_is_capped(grader, hashes, tmp_path):
+    loud = ("import os\nfor i in range(200_000):\n    print('x' * 100)\n"
+            "os.write(1, b'y' * 40_000_000)")
+    result = grade(grader, hashes, notebook(tmp_path, append=[loud]))
+    assert result.score == 5.0
+    assert len(result.cells[-1].output) < 3000 and len(json.dumps(result.to_dict())) < 50_000
+
+
+# ----------------------------------------------------------------------------- cheating
+
+
+CHEATS = {
+    "patch torch.equal and Tensor.__eq__": (
+        "import torch\ntorch.equal = lambda *a: True\ntorch.Tensor.__eq__ = lambda *a: True\n"
+        "torch.Tensor.__bool__ = lambda self: True"),
+    "patch builtins": (
+        "import builtins\nbuiltins.isinstance = lambda *a: True\nbuiltins.abs = lambda x: 0\n"
+        "builtins.AssertionError = type('Nope', (Exception,), {})"),
+    "input transformer that blanks later cells": (
+        "get_ipython().input_transformers_cleanup.append(lambda lines: [])"),
+    "fake results files": (
+        "import json, os\nfake = {'score': 5, 'max_score': 5, 'passed': True}\n"
+        "for folder in ['.', os.environ.get('HOME', '.'), '/tmp', os.path.dirname(__file__) "
+        "if '__file__' in dir() else '.']:\n"
+        "    try:\n        open(os.path.join(folder, 'results.json'), 'w').write(json.dumps(fake))\n"
+        "    except OSError:\n        pass"),
+    "exit at the end": "import os\nos._exit(0)",
+    "tensor subclass with a permissive __eq__": (
+        "import torch\nclass Always(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
+        "    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        if func is torch.equal:\n            return True\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})\n"
+        "def add(a, b):\n    return torch.zeros(4).as_subclass(Always) if isinstance(a, torch.Tensor) else Always()\n"
+        "class _Eq(int):\n    def __eq__(self, other):\n        return True\n"
+        "answer_q1 = type('S', (str,), {'__eq__': lambda s, o: True})('z')"),
+}
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS))
+def test_cheating_scores_no_more_than_an_empty_submission(grader, hashes, tmp_path, cheat):
+    empty = grade(grader, hashes, stub_notebook(tmp_path, name="empty.ipynb")).score
+    cheating = grade(grader, hashes, stub_notebook(tmp_path, append=[CHEATS[cheat]]))
+    assert cheating.error is None and cheating.score <= empty == 0.0
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_deleting_the_test_cells_does_not_help(grader, hashes, tmp_path):
+    path = stub_notebook(tmp_path, drop=("add_checks", "mask_checks", "concept_checks"))
+    result = grade(grader, hashes, path)
+    assert result.score == 0.0 and result.max_score == 5.0
+    correct = grade(grader, hashes, notebook(tmp_path, drop=("add_checks", "mask_checks", "concept_checks"),
+                                             name="correct.ipynb"))
+    assert correct.score == 5.0 and "missing-cell" in kinds(correct)
+
+
+def test_exiting_at_the_end_keeps_the_grade_of_the_work(grader, hashes, tmp_path):
+    result = grade(grader, hashes, notebook(tmp_path, append=["import os\nos._exit(0)"]))
+    assert result.score == 5.0 and result.cells[-1].status == "crashed"
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock: the sandbox falls back (see below)")
+def test_student_code_cannot_read_the_hidden_checks(grader, hashes, tmp_path):
+    snoop = (
+        "import glob, os, subprocess\nfound = []\n"
+        f"targets = [{str(CHECKS)!r}, {str(FIXTURE / 'solutions' / 'toy' / 'toy.ipynb')!r}]\n"
+        "for path in targets:\n"
+        "    try:\n        found.append(open(path).read())\n    except OSError as exc:\n"
+        "        print('denied', type(exc).__name__)\n"
+        f"for folder in [{str(FIXTURE)!r}, {str(FIXTURE / 'autograder')!r}, '/work', '/']:\n"
+        "    try:\n        found.append(' '.join(os.listdir(folder)))\n    except OSError as exc:\n"
+        "        print('denied', type(exc).__name__)\n"
+        "for pid in os.listdir('/proc'):\n"
+        "    for part in ('cmdline', 'environ', 'mem'):\n"
+        "        try:\n            found.append(open(f'/proc/{pid}/{part}', 'rb').read(100000).decode('latin1'))\n"
+        "        except OSError:\n            pass\n"
+        f"found.append(subprocess.run(['grep', '-r', {SECRET[:6]!r}, {str(FIXTURE)!r}], capture_output=True, "
+        "text=True).stdout)\n"
+        f"answer_q1 = 'b' if any({SECRET!r} in text for text in found) else 'not found'\n"
+        "print('found', answer_q1)")
+    result = grade(grader, hashes, notebook(tmp_path, {"concept": snoop}))
+    assert result.cells[-1].output.count("denied PermissionError") >= 4, result.cells[-1].output
+    assert "found not found" in result.cells[-1].output
+    assert not result.check("test_concept").passed and result.score == 4.0
+
+
+def test_without_a_sandbox_the_grade_says_so(course, tmp_path):
+    with Grader(course, sandbox="off") as grader:
+        result = grader.grade(SOURCE, "toy")
+    assert result.score == 5.0 and "sandbox-unavailable" in kinds(result)
+
+
+# ----------------------------------------------------------------------------- the canary
+
+
+def test_canary_rules():
+    good = [{"nodeid": "c", "canary": True, "passed": False, "message": "abc123"}]
+    assert canary_problem(good, "abc123") is None
+    assert canary_problem([{**good[0], "passed": True}], "abc123")
+    assert canary_problem([{**good[0], "message": "other"}], "abc123")
+    assert canary_problem([], "abc123")
+
+
+def test_checks_that_cannot_fail_void_the_grade(tmp_path, course):
+    """A conftest next to the checks that turns every failure into a pass: the canary passes too, so
+    the grade is void instead of full marks for a stub."""
+    folder = tmp_path / "checks"
+    folder.mkdir()
+    (folder / "toy.py").write_text(CHECKS.read_text())
+    (folder / "conftest.py").write_text(
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_pyfunc_call(pyfuncitem):\n"
+        "    outcome = yield\n    outcome.force_result(True)\n")
+    from bertcourse.grading.testing import run_checks
+
+    with Grader(course) as grader:
+        result = run_checks(folder / "toy.py", STUB, grader=grader)
+    assert result.error and "canary" in result.error and result.score == 0.0
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+@pytest.mark.slow
+def test_grade_command(tmp_path, capsys, monkeypatch):
+    from bertcourse.cli import main
+
+    monkeypatch.setenv("BERTCOURSE_ROOT", str(FIXTURE))
+    assert main(["grade", str(notebook(tmp_path, {"add": WRONG_ADD}))]) == 0
+    out = capsys.readouterr().out
+    assert "score: 3/5" in out and "add(a, b) should return the sum of its inputs" in out
+    assert "add_checks: 0/2" in out
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text("{")
+    assert main(["grade", str(bad), "--exercise", "toy"]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert main(["grade", str(SOURCE), "--exercise", "nope"]) == 2
+    assert "unknown exercise 'nope'" in capsys.readouterr().err
+    os.environ.pop("BERTCOURSE_ROOT", None)
