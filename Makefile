@@ -27,7 +27,7 @@ test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks autograder
+	$(BIN)/ruff check .
 
 lab: install
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,)
