@@ -1,0 +1,233 @@
+"""`bertcourse autograde` end to end: real nbgrader gradebook, real engine, one class of submissions.
+
+One batch holds a correct, a blank, a wrong and each kind of broken submission, plus submissions that
+try to fool the checks; it is graded by the command (`--jobs 2`, in a subprocess) and again in-process
+with one lane, and both must agree. A second batch is killed half-way and resumed.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from batch_support import (
+    EXERCISE,
+    hidden_source_lines,
+    make_course,
+    renamed_grade_ids,
+    solution,
+    submit,
+    tree_digest,
+    with_cells,
+)
+
+from bertcourse.grading.batch import RESULT_NAME, BatchOptions, autograde
+from bertcourse.grading.gradebook import open_gradebook
+from bertcourse.grading.release import release
+
+pytestmark = pytest.mark.slow
+
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+RIGHT_Q1 = 'answer_q1 = "b"\n'
+# Submissions that try to score without solving anything; none may beat the blank release.
+ATTACKS = {
+    # an object that claims to equal anything, for both the function result and the answer
+    "mallory_eq": {"add": "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
+                          "def add(a, b):\n    return Anything()\n",
+                   "q1": "answer_q1 = Anything()\n"},
+    # leave the process with success before anything can fail
+    "mallory_exit": {"add": "import os\nos._exit(0)\n"},
+    # rewrite the hidden checks so that every check passes, then print a fake pytest summary
+    "mallory_rewrite": {"add": "import os, pathlib\n"
+                               "root = pathlib.Path(os.environ.get('BERTCOURSE_ROOT', '.'))\n"
+                               "p = root / 'autograder/checks/fx01_add.py'\n"
+                               "try:\n    p.write_text('def test_all(student):\\n    pass\\n')\n"
+                               "except OSError:\n    pass\nprint('3 passed in 0.01s')\n"},
+}
+
+
+def make_batch(course, submitted: Path) -> None:
+    nb = solution(course)
+    blank = json.loads((course.root / "exercises" / EXERCISE / "add.ipynb").read_text())
+    submit(submitted, "alice", nb)
+    submit(submitted, "bob", blank)
+    submit(submitted, "carol", with_cells(nb, {"add": WRONG_ADD}))
+    submit(submitted, "dave", '{"cells": [')  # not JSON
+    submit(submitted, "erin", renamed_grade_ids(nb))  # another exercise's notebook
+    submit(submitted, "frank", with_cells(nb, {"add": "import os\nos._exit(3)\n", "q1": RIGHT_Q1}))  # crash
+    submit(submitted, "grace", with_cells(nb, {"add": "while True:\n    pass\n", "q1": RIGHT_Q1}))  # hang
+    submit(submitted, "heidi", nb, name="my_add.ipynb")  # renamed notebook
+    submit(submitted, "judy", None)  # empty folder
+    submit(submitted, "kim", nb, exercise="no-such-exercise")
+    for student, cells in ATTACKS.items():
+        submit(submitted, student, with_cells(blank, cells))
+
+
+def read_csv(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with path.open(newline="") as handle:
+        return {(row["student"], row["exercise"]): row for row in csv.DictReader(handle)}
+
+
+def run_cli(course, *args: str, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "BERTCOURSE_ROOT": str(course.root)}
+    return subprocess.Popen([sys.executable, "-m", "bertcourse.cli", "autograde", *args], env=env,
+                            cwd=course.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The class batch graded by the command with two lanes."""
+    course = make_course(tmp_path_factory.mktemp("batch") / "course")
+    release(course)
+    submitted = course.root / "submitted"
+    make_batch(course, submitted)
+    checks_before = (course.root / "autograder" / "checks" / "fx01_add.py").read_text()
+    before = tree_digest(submitted)
+    proc = run_cli(course, "submitted", "--jobs", "2")
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out + err
+    return {"course": course, "submitted": submitted, "before": before, "out": out, "err": err,
+            "checks_before": checks_before, "rows": read_csv(course.root / "grades.csv")}
+
+
+EXPECTED = {  # student: (status, score, add part, q1 part)
+    "alice": ("graded", 3, 2, 1),
+    "bob": ("graded", 0, 0, 0),
+    "carol": ("graded", 1, 0, 1),
+    "dave": ("void", 0, 0, 0),
+    "erin": ("void", 0, 0, 0),
+    "frank": ("graded", 1, 0, 1),
+    "grace": ("graded", 1, 0, 1),
+    "heidi": ("graded", 3, 2, 1),
+    "judy": ("missing", 0, 0, 0),
+}
+
+
+def test_every_submission_gets_a_grade_and_a_reason(graded):
+    rows = graded["rows"]
+    assert len(rows) == len(EXPECTED) + 1 + len(ATTACKS)
+    for student, (status, score, add, q1) in EXPECTED.items():
+        row = rows[(student, EXERCISE)]
+        assert (row["status"], float(row["score"]), float(row["add_checks"]), float(row["q1_checks"])) == (
+            status, score, add, q1), row
+        assert float(row["max_score"]) == 3
+    assert "not valid JSON" in rows[("dave", EXERCISE)]["reason"]
+    assert "not exercise" in rows[("erin", EXERCISE)]["reason"] or "belongs to" in rows[("erin", EXERCISE)]["reason"]
+    assert "crashed" in rows[("frank", EXERCISE)]["reason"]
+    assert rows[("grace", EXERCISE)]["reason"]  # the hanging cell is reported
+    assert "my_add.ipynb" in rows[("heidi", EXERCISE)]["reason"]
+    assert "no notebook submitted" in rows[("judy", EXERCISE)]["reason"]
+    kim = rows[("kim", "no-such-exercise")]
+    assert kim["status"] == "missing" and "not an exercise of this course" in kim["reason"]
+    assert rows[("alice", EXERCISE)]["reason"] == ""
+
+
+def test_attempts_to_fool_the_checks_score_no_more_than_a_blank_notebook(graded):
+    blank = float(graded["rows"][("bob", EXERCISE)]["score"])
+    for student in ATTACKS:
+        assert float(graded["rows"][(student, EXERCISE)]["score"]) <= blank, student
+    checks = graded["course"].root / "autograder" / "checks" / "fx01_add.py"
+    assert checks.read_text() == graded["checks_before"]
+
+
+def test_submissions_are_never_modified(graded):
+    assert tree_digest(graded["submitted"]) == graded["before"]
+
+
+def test_gradebook_holds_every_grade(graded):
+    course = graded["course"]
+    with open_gradebook(f"sqlite:///{course.root}/gradebook.db") as gradebook:
+        for student, (_, score, add, q1) in EXPECTED.items():
+            submission = gradebook.find_submission(EXERCISE, student)
+            assert submission.score == pytest.approx(score), student
+            assert gradebook.find_grade("add_checks", "add", EXERCISE, student).auto_score == add
+            assert gradebook.find_grade("q1_checks", "add", EXERCISE, student).auto_score == q1
+        assert gradebook.find_submission_notebook("add", EXERCISE, "dave").flagged
+        assert not gradebook.find_submission_notebook("add", EXERCISE, "alice").flagged
+
+
+def test_feedback_pages_show_results_but_no_hidden_test_source(graded):
+    course = graded["course"]
+    secret = hidden_source_lines(course)
+    assert secret
+    for (student, exercise), row in graded["rows"].items():
+        page = (course.root / "feedback" / student / exercise / "feedback.html").read_text()
+        assert f"{float(row['score']):g} / {float(row['max_score']):g} points" in page
+        leaked = [line for line in secret if line in page]
+        assert not leaked, (student, leaked)
+        assert "test_add_small_integers" not in page  # check names stay with the instructor
+        assert "hidden-check-source-must-never-reach-students" not in page
+    carol = (course.root / "feedback" / "carol" / EXERCISE / "feedback.html").read_text()
+    assert "failed" in carol and "add() should return the sum of its two arguments" in carol
+    assert "part <code>q1_checks</code>: 1 / 1 points" in carol
+    assert "return a - b" in html.unescape(re.sub(r"<[^>]+>", "", carol))  # the student's own code is shown
+
+
+def test_rerun_is_idempotent_and_jobs_1_agrees_with_jobs_2(graded, tmp_path):
+    course = graded["course"]
+    results = sorted((course.root / "autograded").rglob(RESULT_NAME))
+    contents = {p: p.read_bytes() for p in results}
+    summary = autograde(course, BatchOptions(graded["submitted"], progress=False), log=lambda _: None)
+    assert summary.graded_now == 0 and summary.reused == len(graded["rows"])
+    assert {p: p.read_bytes() for p in results} == contents
+    assert read_csv(course.root / "grades.csv") == graded["rows"]
+
+    serial = autograde(course, BatchOptions(graded["submitted"], output_dir=tmp_path, jobs=1,
+                                            db_url=f"sqlite:///{tmp_path}/gradebook.db", progress=False),
+                       log=lambda _: None)
+    assert serial.graded_now == len(graded["rows"])
+    keep = ("status", "score", "max_score", "add_checks", "q1_checks")
+    again = read_csv(tmp_path / "grades.csv")
+    assert {k: [r[c] for c in keep] for k, r in again.items()} == {
+        k: [r[c] for c in keep] for k, r in graded["rows"].items()}
+
+
+def test_bad_command_input_exits_2(graded, tmp_path, monkeypatch, capsys):
+    from bertcourse import cli
+
+    monkeypatch.setenv("BERTCOURSE_ROOT", str(graded["course"].root))
+    monkeypatch.chdir(graded["course"].root)
+    for args, message in [((str(tmp_path / "nowhere"),), "is not a folder"),
+                          (("submitted", "--exercise", "nope"), "unknown exercise 'nope'"),
+                          (("submitted", "--jobs", "0"), "--jobs must be at least 1")]:
+        assert cli.main(["autograde", *args]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_a_killed_batch_resumes_without_regrading(tmp_path):
+    course = make_course(tmp_path / "course")
+    release(course)
+    submitted = course.root / "submitted"
+    slow = with_cells(solution(course), {"q1": 'import time\ntime.sleep(2)\nanswer_q1 = "b"\n'})
+    students = [f"s{i}" for i in range(6)]
+    for student in students:
+        submit(submitted, student, slow)
+
+    proc = run_cli(course, "submitted", "--jobs", "1")
+    results = course.root / "autograded"
+    deadline = time.monotonic() + 600
+    while not list(results.rglob(RESULT_NAME)) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    finished = {p: p.read_bytes() for p in results.rglob(RESULT_NAME)}
+    assert 1 <= len(finished) < len(students), "the batch was not killed half-way"
+
+    summary = autograde(course, BatchOptions(submitted, progress=False), log=lambda _: None)
+    assert summary.reused == len(finished)
+    assert summary.graded_now == len(students) - len(finished)
+    assert {p: p.read_bytes() for p in finished} == finished  # finished results were not regraded
+    rows = read_csv(course.root / "grades.csv")
+    assert [float(rows[(s, EXERCISE)]["score"]) for s in students] == [3.0] * len(students)
+    with open_gradebook(f"sqlite:///{course.root}/gradebook.db") as gradebook:
+        assert [gradebook.find_submission(EXERCISE, s).score for s in students] == [3.0] * len(students)

@@ -1,0 +1,69 @@
+"""`bertcourse check`: a healthy course passes every row; each kind of fault fails its own row."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from batch_support import make_course, with_cells
+
+from bertcourse import cli
+from bertcourse.course import load_course
+from bertcourse.grading.health import run_health
+from bertcourse.grading.release import release
+
+pytestmark = pytest.mark.slow
+
+
+def _rows(rows):
+    return {(row.item, row.check): row for row in rows}
+
+
+def test_healthy_course_passes_and_the_command_exits_0(tmp_path, monkeypatch, capsys):
+    course = make_course(tmp_path / "course")
+    release(course)
+    monkeypatch.delenv("BERTCOURSE_PROFILE", raising=False)  # the lesson asserts it runs with cpu-quick
+    monkeypatch.setenv("BERTCOURSE_ROOT", str(course.root))
+    assert cli.main(["check"]) == 0
+    out = capsys.readouterr().out
+    passed = [line for line in out.splitlines() if line.startswith("PASS")]
+    for check in ("points add up", "solution scores full marks", "release scores zero", "release up to date",
+                  "lesson executes"):
+        assert any(check in line for line in passed), out
+    assert "5 passed, 0 failed" in out
+
+
+def test_each_fault_fails_its_row(tmp_path, monkeypatch, capsys):
+    course = make_course(tmp_path / "course")
+    release(course)
+    root = course.root
+    # course.yml promises more points than the notebook's cells hold
+    (root / "course.yml").write_text((root / "course.yml").read_text().replace("points: 3", "points: 4"))
+    # the solution is wrong
+    source = root / "solutions" / "fx01-add" / "add.ipynb"
+    source.write_text(source.read_text().replace("return a + b", "return a * b"))
+    # the committed release gives the answer away (so it is also out of date)
+    released = root / "exercises" / "fx01-add" / "add.ipynb"
+    released.write_text(json.dumps(with_cells(json.loads(released.read_text()), {"q1": 'answer_q1 = "b"\n'})))
+    # the lesson fails
+    lesson = root / "lessons" / "hello.ipynb"
+    lesson.write_text(lesson.read_text().replace("assert profile == 'cpu-quick', profile", "1 / 0"))
+    course = load_course(root)
+
+    rows = _rows(run_health(course))
+    assert not rows[("fx01-add", "points add up")].ok
+    assert "course.yml says 4" in rows[("fx01-add", "points add up")].detail
+    assert not rows[("fx01-add", "solution scores full marks")].ok
+    assert "test_add_small_integers" in rows[("fx01-add", "solution scores full marks")].detail
+    assert not rows[("fx01-add", "release scores zero")].ok
+    assert "test_answer_q1" in rows[("fx01-add", "release scores zero")].detail
+    assert not rows[("fx01-add", "release up to date")].ok
+    assert not rows[("hello", "lesson executes")].ok
+    assert "ZeroDivisionError" in rows[("hello", "lesson executes")].detail
+
+    monkeypatch.setenv("BERTCOURSE_ROOT", str(root))
+    assert cli.main(["check", "--skip-lessons", "--only", "fx01-add"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  fx01-add" in out and "hello" not in out
+    assert cli.main(["check", "--only", "nope"]) == 2
+    assert "unknown exercise or lesson 'nope'" in capsys.readouterr().err
