@@ -251,7 +251,7 @@ def test_memory_hog_in_a_cell(grader, hashes, tmp_path):
 
 def test_failures_inside_checks_fail_only_that_check(grader, hashes, tmp_path):
     result = grade(grader, hashes, notebook(tmp_path, {
-        "add": "import os\ndef add(a, b):\n    if a == 2:\n        os._exit(3)\n    return a + b",
+        "add": "import os\ndef add(a, b):\n    if isinstance(a, int):\n        os._exit(3)\n    return a + b",
         "mask": ("import torch\ndef sample_mask(shape, p, generator):\n    if shape == (40, 40):\n"
                  "        while True:\n            pass\n    return torch.rand(shape, generator=generator) < p")}))
     assert result.check("test_add_numbers").message.startswith("the Python process running your notebook crashed")

@@ -48,7 +48,7 @@ from bertcourse.course import Course, Exercise, load_course
 from bertcourse.errors import BertcourseError
 from bertcourse.grading.protocol import Channel, ProtocolError
 from bertcourse.grading.results import CellRecord, CheckResult, NotebookResult
-from bertcourse.grading.sandbox import default_policy, rss_mb
+from bertcourse.grading.sandbox import default_policy, landlock_abi, rss_mb
 from bertcourse.grading.submission import (
     NotebookCells,
     SubmissionError,
@@ -186,6 +186,8 @@ class Grader:
                  extra_read: list[str] | None = None, extra_write: list[str] | None = None):
         if sandbox not in ("auto", "require", "off"):
             raise GradingError(f"sandbox must be auto, require or off, not {sandbox!r}")
+        if sandbox == "require" and landlock_abi() < 1:
+            raise GradingError("the worker sandbox is required but this kernel has no Landlock")
         self.course = course or load_course()
         self.sandbox = sandbox
         self.threads = threads
@@ -339,20 +341,30 @@ class Grader:
         limits = {"check_time_limit_s": ex.check_time_limit_s, "memory_limit_mb": ex.memory_limit_mb,
                   "time_limit_s": ex.time_limit_s}
         judge_deadline = session.deadline + 60 + len(checks) * (GRACE_S + 1)
+        internal = None
         try:
             judge.channel.send({"op": "run", "module": str(self.checks_path(ex)), "limits": limits, "nonce": nonce})
             while True:
                 header, blob = judge.channel.recv(timeout=max(judge_deadline - time.monotonic(), 1.0))
                 op = header.get("op")
-                if op == "begin_check":
-                    judge.channel.send({"unavailable": session.begin_check(str(header.get("name")))})
-                elif op == "rpc":
-                    judge.channel.send(*session.rpc(header.get("request", {}), blob))
-                elif op == "done":
+                if op == "done":
                     break
+                try:
+                    if op == "begin_check":
+                        reply = {"unavailable": session.begin_check(str(header.get("name")))}, b""
+                    else:
+                        reply = session.rpc(header.get("request", {}), blob)
+                except Exception as exc:  # an engine bug or a dead zygote: void the grade, keep the judge in step
+                    internal = f"internal grading error: {type(exc).__name__}: {exc}"
+                    lost = {"unavailable": internal} if op == "begin_check" else {"kind": "lost", "reason": internal}
+                    reply = lost, b""
+                judge.channel.send(*reply)
         except (EOFError, TimeoutError, ProtocolError, OSError) as exc:
             self._restart_judge()
             self._void(result, checks, f"internal grading error: the judge stopped ({exc})", time.monotonic())
+            return
+        if internal:
+            self._void(result, checks, internal, time.monotonic())
             return
         by_nodeid = {r["nodeid"]: r for r in header.get("results", [])}
         for problem in header.get("problems", []):
@@ -486,8 +498,6 @@ class _Session:
                 hello, _ = self._await(time.monotonic() + STARTUP_TIMEOUT_S)
                 problem = hello.get("sandbox_problem")
                 if problem or self.grader.sandbox == "off":
-                    if self.grader.sandbox == "require":
-                        raise GradingError(f"the worker sandbox is required but unavailable: {problem}")
                     if not self.sandbox_noted:
                         self.result.add_note("sandbox-unavailable", "the worker ran without a filesystem "
                                              f"sandbox ({problem or 'switched off'}); hidden checks were readable")
