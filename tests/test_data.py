@@ -86,7 +86,8 @@ def test_malformed_tsv_errors_name_the_file_and_line(tmp_path, body, expected):
     assert path.read_bytes() == before  # a broken file is reported, never rewritten
 
 
-def test_missing_local_folder_and_file_are_errors(tmp_path):
+def test_missing_local_folder_and_file_are_errors(tmp_path, monkeypatch):
+    monkeypatch.delenv("BERTCOURSE_DATA", raising=False)
     with pytest.raises(DataError, match="does not exist"):
         load_sst2("train", data_dir=tmp_path / "nowhere")
     (tmp_path / "sst2").mkdir()
