@@ -162,12 +162,12 @@ def test_magics_in_student_cells_work(grader, hashes, tmp_path):
     assert result.score == 5.0 and result.cells[0].status == "ok"
 
 
-def test_testing_helper_runs_a_check_module_against_sources(course):
+def test_testing_helper_runs_a_check_module_against_sources(grader):
     from bertcourse.grading.testing import run_check_module, run_checks
 
     correct = "import torch\n" + CORRECT_ADD + "\n" + CORRECT_MASK + '\nanswer_q1 = "b"\n'
-    assert set(run_check_module(CHECKS, correct, course=course).values()) == {True}
-    wrong = run_checks(CHECKS, {"imports": "import torch", "add": WRONG_ADD, "mask": OTHER_MASK}, course=course)
+    assert set(run_check_module(CHECKS, correct, grader=grader).values()) == {True}
+    wrong = run_checks(CHECKS, {"imports": "import torch", "add": WRONG_ADD, "mask": OTHER_MASK}, grader=grader)
     assert wrong.failed_checks() == ["test_add_numbers", "test_add_tensors", "test_concept"]
 
 
@@ -353,6 +353,7 @@ def test_student_code_cannot_read_the_hidden_checks(grader, hashes, tmp_path):
     assert not result.check("test_concept").passed and result.score == 4.0
 
 
+@pytest.mark.slow
 def test_without_a_sandbox_the_grade_says_so(course, tmp_path):
     with Grader(course, sandbox="off") as grader:
         result = grader.grade(SOURCE, "toy")
@@ -370,6 +371,7 @@ def test_canary_rules():
     assert canary_problem([], "abc123")
 
 
+@pytest.mark.slow
 def test_checks_that_cannot_fail_void_the_grade(tmp_path, course):
     """A conftest next to the checks that turns every failure into a pass: the canary passes too, so
     the grade is void instead of full marks for a stub."""

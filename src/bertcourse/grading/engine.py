@@ -183,7 +183,13 @@ class Grader:
     """Grades notebooks one after another with warm helper processes. Use as a context manager."""
 
     def __init__(self, course: Course | None = None, *, sandbox: str = "auto", threads: int = 1,
-                 extra_read: list[str] | None = None, extra_write: list[str] | None = None):
+                 profile: str | None = None, extra_read: list[str] | None = None,
+                 extra_write: list[str] | None = None):
+        """`sandbox`: auto (Landlock where the kernel has it, else a note on every result), require
+        (refuse to grade without it) or off. `threads`: torch threads per worker. `profile`: the
+        BERTCOURSE_PROFILE notebooks see (default: $BERTCOURSE_PROFILE, else cpu-quick, so that
+        grading never trains for long). `extra_read`/`extra_write`: more paths the worker may use
+        (default writable: the course cache, $BERTCOURSE_CACHE or ~/.cache/bertcourse)."""
         if sandbox not in ("auto", "require", "off"):
             raise GradingError(f"sandbox must be auto, require or off, not {sandbox!r}")
         if sandbox == "require" and landlock_abi() < 1:
@@ -195,6 +201,10 @@ class Grader:
         cache = os.environ.get("BERTCOURSE_CACHE") or str(Path.home() / ".cache" / "bertcourse")
         self.cache_dir = str(Path(cache).expanduser())
         self.extra_write = list(extra_write if extra_write is not None else [self.cache_dir])
+        if extra_write is None:
+            Path(self.cache_dir).mkdir(parents=True, exist_ok=True)  # a missing folder could not be granted
+        self.profile = profile or os.environ.get("BERTCOURSE_PROFILE") or (
+            "cpu-quick" if "cpu-quick" in self.course.profiles else None)
         self._tmp = Path(tempfile.mkdtemp(prefix="bertcourse-grader-"))
         self._zygote: _Zygote | None = None
         self._judge: _Judge | None = None
@@ -468,9 +478,10 @@ class _Session:
                "BERTCOURSE_ROOT": str(grader.course.root), "BERTCOURSE_CACHE": grader.cache_dir,
                "NBGRADER_EXECUTION": "autograde", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": str(grader.threads), "TQDM_DISABLE": "1"}
-        for name in ("BERTCOURSE_DATA", "BERTCOURSE_PROFILE"):
-            if os.environ.get(name):
-                env[name] = os.environ[name]
+        if os.environ.get("BERTCOURSE_DATA"):
+            env["BERTCOURSE_DATA"] = os.path.abspath(os.environ["BERTCOURSE_DATA"])  # the worker cwd differs
+        if grader.profile:
+            env["BERTCOURSE_PROFILE"] = grader.profile
         request = {"work_dir": str(self.work_dir), "env": env, "sandbox": policy,
                    "memory_limit_mb": self.ex.memory_limit_mb, "max_output_bytes": MAX_OUTPUT_BYTES,
                    "submission_dir": str(self.submission_dir), "threads": grader.threads}

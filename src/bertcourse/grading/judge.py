@@ -321,3 +321,6 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m bertcourse.grading.judge FD  (started by the grading engine)")
     judge_main(int(sys.argv[1]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skips a slow interpreter shutdown with torch loaded

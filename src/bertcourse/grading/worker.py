@@ -363,3 +363,4 @@ if __name__ == "__main__":
         sys.exit("usage: python -m bertcourse.grading.worker FD  (started by the grading engine)")
     sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())] or sys.path
     zygote_main(int(sys.argv[1]))
+    os._exit(0)  # nothing to flush; skips a slow interpreter shutdown with torch loaded
