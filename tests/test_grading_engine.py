@@ -209,6 +209,28 @@ def test_duplicated_and_reordered_cells(grader, hashes, tmp_path):
     assert result.parts["concept_checks"].score == 1.0 and result.parts["mask_checks"].score == 2.0
 
 
+def test_notebook_without_nbgrader_metadata_runs_every_cell(grader, hashes, tmp_path):
+    nb = json.loads(SOURCE.read_text())
+    for cell in nb["cells"]:
+        cell["metadata"] = {}
+    path = tmp_path / "plain.ipynb"
+    path.write_text(json.dumps(nb))
+    result = grade(grader, hashes, path)
+    assert result.score == 5.0 and kinds(result) == {"no-metadata"}
+    assert len(result.cells) == 7  # the visible test cells ran too, as plain student code
+
+
+@pytest.mark.slow
+def test_notebook_time_limit_stops_the_remaining_checks(grader, hashes, tmp_path):
+    hangs = "import time\ndef add(a, b):\n    time.sleep(60)"
+    hurried = dataclasses.replace(grader.exercise("toy"), time_limit_s=5, check_time_limit_s=3)
+    result = grade(grader, hashes, notebook(tmp_path, {"add": hangs}), hurried)
+    assert result.check("test_add_numbers").message == "your code did not finish within 3 s"
+    stopped = "grading stopped: the notebook used up its time limit of 5 s"
+    assert [c.message for c in result.checks[1:]] == [stopped] * 4
+    assert result.error is None and result.score == 0.0
+
+
 def test_infinite_loop_in_a_cell_times_out_and_the_rest_is_graded(grader, hashes, tmp_path):
     result = grade(grader, hashes, notebook(tmp_path, append=["while True:\n    pass"]))
     assert result.score == 5.0 and "cell-timeout" in kinds(result)

@@ -514,7 +514,11 @@ class _Session:
                                              f"sandbox ({problem or 'switched off'}); hidden checks were readable")
                         self.sandbox_noted = True
                 cells = [c.to_wire() for c in self.cells.to_run if c.index not in self.skip]
-                self.channel.send({"op": "run", "cells": cells, "cell_time_limit_s": limit}, timeout=30)
+                try:
+                    self.channel.send({"op": "run", "cells": cells, "cell_time_limit_s": limit}, timeout=30)
+                except OSError:
+                    self._kill()
+                    raise _Lost("crashed") from None
                 while True:
                     header, _ = self._await(time.monotonic() + limit + GRACE_S)
                     op = header.get("op")
@@ -531,6 +535,8 @@ class _Session:
                 culprit = current if current is not None else last
                 if lost.status == "time-limit" or culprit is None:
                     self.gone = self._reason(lost.status if culprit is not None else "crashed", "while starting")
+                    if culprit is not None:
+                        self.records[culprit] = CellRecord(culprit, self._grade_id(culprit), "timeout", self.gone)
                     self._note_once(lost.status, self.gone)
                     return self.gone
                 self.skip.add(culprit)
@@ -563,9 +569,17 @@ class _Session:
 
     # -- serving the judge
 
+    def _out_of_notebook_time(self) -> str:
+        self._kill()
+        self.gone = self._reason("time-limit", "")
+        self._note_once("time-limit", self.gone)
+        return self.gone
+
     def begin_check(self, name: str) -> str | None:
         if self.gone:
             return self.gone
+        if time.monotonic() >= self.deadline:
+            return self._out_of_notebook_time()
         if self.channel is None:
             reason = self._start()
             if reason:
@@ -583,7 +597,10 @@ class _Session:
                 self._kill()
                 raise _Lost("time-limit" if time.monotonic() >= self.deadline else "timeout")
             self.channel.send({**request, "deadline_s": max(left - 0.25, 0.05)}, blob, timeout=left + GRACE_S)
-            return self._await(self.check_deadline + GRACE_S)
+            reply = self._await(self.check_deadline + GRACE_S)
+            if reply[0].get("kind") == "timeout" and self.check_deadline >= self.deadline:
+                return {"kind": "lost", "reason": self._out_of_notebook_time()}, b""  # the notebook's time ran out
+            return reply
         except (OSError, TimeoutError):
             self._kill()
             reason = self._reason("crashed", "during this check")
