@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from masking_checks_support import checks_of, run_checks
 
+pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
+
 CHECKS = "autograder/checks/ex01_masking.py"
 
 ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "b", "c", "a", "d"\n'
