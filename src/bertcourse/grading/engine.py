@@ -102,9 +102,13 @@ class _Zygote:
     def __init__(self, course_root: Path, log_dir: Path):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = open(log_dir / "zygote.log", "ab")  # noqa: SIM115 - lives as long as the process
+        # HOME and MPLCONFIGDIR in the grader's scratch folder: preloading (IPython, matplotlib's font
+        # cache) writes there once, never in the real home, and every forked worker inherits the result.
+        env = _python_env(course_root)
+        env.update(HOME=str(log_dir), MPLBACKEND="Agg", MPLCONFIGDIR=str(log_dir / "matplotlib"))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bertcourse.grading.worker", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()], cwd=log_dir, env=_python_env(course_root),
+            pass_fds=[theirs.fileno()], cwd=log_dir, env=env,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         theirs.close()
         self.sock = ours
