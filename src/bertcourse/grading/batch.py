@@ -25,7 +25,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,6 +201,8 @@ _lane: dict[str, Any] = {}  # per-process state of a grading lane: the engine's 
 
 
 def _lane_grader(course: Course) -> Any:
+    if "grader" in _lane and _lane["grader"].course.root != course.root:
+        _close_lane()
     if "grader" not in _lane:
         from bertcourse.grading.engine import Grader
 
@@ -210,8 +212,13 @@ def _lane_grader(course: Course) -> Any:
         # multiprocessing children, multiprocessing's own finalizers do (and in the parent at exit).
         from multiprocessing.util import Finalize
 
-        Finalize(grader, _close_lane, exitpriority=10)
+        Finalize(None, grader.close, exitpriority=10)  # closing twice is harmless
     return _lane["grader"]
+
+
+def _new_lane() -> None:
+    # A forked lane starts without the parent's engine: its helper processes belong to the parent.
+    _lane.clear()
 
 
 def _close_lane() -> None:
@@ -360,25 +367,31 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
     log(f"{len(jobs)} submissions in {options.submissions}: {reused} already graded, {len(todo)} to grade "
         f"with {options.jobs} lane{'s' if options.jobs > 1 else ''}")
 
-    register_exercises(course, exercises, db_url)
-    with open_gradebook(db_url) as gradebook:
+    tasks = [(course, job, cells.get(job.exercise_id, {}), submissions, feedback_root) for job in todo]
+    lanes = _Lanes(tasks, options.jobs, options.progress)  # grading starts now, in parallel lanes
+    try:
+        register_exercises(course, exercises, db_url)
+        with open_gradebook(db_url) as gradebook:
 
-        def finish(record: Record, write_result: bool) -> None:
-            if write_result and record.key:
-                write_atomic(results_root / record.student / record.exercise / RESULT_NAME, record.to_json())
-            records[f"{record.student}/{record.exercise}"] = record
-            if record.exercise in cells:
-                record_grades(gradebook, record.exercise, record.notebook, record.student, record.parts,
-                              flagged=bool(record.reasons), timestamp=_timestamp(submissions, record))
+            def finish(record: Record, write_result: bool) -> None:
+                # The result file first: once it exists the submission counts as done on a re-run,
+                # which records it in the gradebook again (idempotent) instead of grading it again.
+                if write_result and record.key:
+                    write_atomic(results_root / record.student / record.exercise / RESULT_NAME, record.to_json())
+                records[f"{record.student}/{record.exercise}"] = record
+                if record.exercise in cells:
+                    record_grades(gradebook, record.exercise, record.notebook, record.student, record.parts,
+                                  flagged=bool(record.reasons), timestamp=_timestamp(submissions, record))
 
-        for record in list(records.values()):
-            finish(record, write_result=False)
-            if not feedback_exists(feedback_root / record.student / record.exercise):
-                job = next(j for j in jobs if j.label == f"{record.student}/{record.exercise}")
-                write_feedback(feedback_root / record.student / record.exercise, record, job.notebook)
-        tasks = [(course, job, cells.get(job.exercise_id, {}), submissions, feedback_root) for job in todo]
-        for record in _run(tasks, options.jobs, options.progress):
-            finish(record, write_result=True)
+            for record in list(records.values()):
+                finish(record, write_result=False)
+                if not feedback_exists(feedback_root / record.student / record.exercise):
+                    job = next(j for j in jobs if j.label == f"{record.student}/{record.exercise}")
+                    write_feedback(feedback_root / record.student / record.exercise, record, job.notebook)
+            for record in lanes:
+                finish(record, write_result=True)
+    finally:
+        lanes.close()
 
     ordered = [records[j.label] for j in jobs]
     unconfined = {n["message"] for r in ordered for n in r.result.get("notes", []) if n.get("kind") in _QUIET_NOTES}
@@ -404,36 +417,58 @@ def _timestamp(submissions: Path, record: Record) -> str | None:
     return text
 
 
-def _run(tasks: list[tuple], jobs: int, progress: bool) -> Iterable[Record]:
-    """Grade the tasks, yielding each Record as soon as it is ready (in completion order)."""
-    from tqdm.auto import tqdm
+class _Lanes:
+    """Grades tasks in `jobs` lanes; iterating yields each Record as soon as it is ready.
 
-    if not tasks:
-        return
-    if jobs == 1 or len(tasks) == 1:
-        with tqdm(total=len(tasks), unit="nb", desc="grading", disable=not progress, file=sys.stderr) as bar:
-            for task in tasks:
-                bar.set_postfix_str(task[1].label, refresh=False)
-                yield _grade_in_lane(task)
+    Parallel lanes are forked processes, each with its own engine. They are forked here, at once,
+    before the caller opens the gradebook (no database connection crosses a fork) and before the
+    progress bar starts its thread; what every lane needs is imported once first.
+    """
+
+    def __init__(self, tasks: list[tuple], jobs: int, progress: bool):
+        self.tasks, self.progress = tasks, progress
+        self.pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self.pending: dict[concurrent.futures.Future, tuple] = {}
+        if jobs > 1 and len(tasks) > 1:
+            from bertcourse.grading.feedback import warm_up
+
+            warm_up()
+            self.pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context("fork"),
+                initializer=_new_lane)
+            self.pending = {self.pool.submit(_grade_in_lane, task): task for task in tasks}
+
+    def __iter__(self) -> Iterator[Record]:
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(self.tasks), unit="nb", desc="grading", disable=not self.progress or not self.tasks,
+                  file=sys.stderr) as bar:
+            if self.pool is None:
+                for task in self.tasks:
+                    bar.set_postfix_str(task[1].label, refresh=False)
+                    yield _grade_in_lane(task)
+                    bar.update()
+                return
+            for future in concurrent.futures.as_completed(self.pending):
+                yield self._record(future)
                 bar.update()
-        return
-    # Lanes are forked processes, each with its own engine, started before the progress bar's thread.
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
-        pending = {pool.submit(_grade_in_lane, task): task for task in tasks}
-        with tqdm(total=len(tasks), unit="nb", desc="grading", disable=not progress, file=sys.stderr) as bar:
-            for future in concurrent.futures.as_completed(pending):
-                task = pending[future]
-                try:
-                    record = future.result()
-                except Exception as exc:  # the lane itself died: record it, never lose the submission
-                    course, job, cell_points, submissions, _ = task
-                    result = empty_result(_exercise_or_stub(course, job), job.notebook_name,
-                                          f"the grading lane failed ({type(exc).__name__}: {exc})", cell_points)
-                    record = summarise(job, result, cell_points, 0.0, submissions)
-                    record.key = ""  # not a verdict on the submission: grade it again next time
-                yield record
-                bar.update()
+
+    def _record(self, future: concurrent.futures.Future) -> Record:
+        task = self.pending[future]
+        try:
+            return future.result()
+        except Exception as exc:  # the lane itself died: say so, and grade it again on the next run
+            course, job, cell_points, submissions, _ = task
+            result = empty_result(_exercise_or_stub(course, job), job.notebook_name,
+                                  f"the grading lane failed ({type(exc).__name__}: {exc})", cell_points)
+            record = summarise(job, result, cell_points, 0.0, submissions)
+            record.key = ""
+            return record
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
 
 
 def autograde_command(args: Any) -> int:

@@ -46,6 +46,12 @@ def _html_exporter() -> Any:
     return _exporter
 
 
+def warm_up() -> None:
+    """Load nbconvert and its templates now (before grading lanes fork, so that they share them)."""
+    _html_exporter()
+    from nbgrader.preprocessors import ClearHiddenTests  # noqa: F401
+
+
 def _e(text: object) -> str:
     return html.escape(str(text))
 
