@@ -38,12 +38,13 @@ def grade_command(args: argparse.Namespace) -> int:
 
     from bertcourse.course import load_course
     from bertcourse.grading.engine import Grader, infer_exercise
-    from bertcourse.grading.submission import SubmissionError
+    from bertcourse.grading.submission import SubmissionError, read_notebook
 
     course = load_course(check_files=False)
     path = Path(args.notebook)
     if not path.is_file():
         raise SubmissionError(f"{path}: no such file")
+    read_notebook(path)  # a file that is not a notebook is reported before any process starts
     exercise_id = args.exercise or infer_exercise(path, course)
     exercise = course.exercise(exercise_id)
     with Grader(course) as grader:
