@@ -1,5 +1,9 @@
-"""nbgrader configuration of the course (read by `bertcourse release`, `autograde`, `check`, and by
-plain `nbgrader` commands run as `nbgrader <command> --config autograder/nbgrader_config.py`).
+"""nbgrader configuration of the course, read by `bertcourse release`, `autograde` and `check`.
+
+Plain `nbgrader` commands read `nbgrader_config.py` in the folder they run in; to use them from the
+course root, put there a file holding the two lines
+    c = get_config()
+    load_subconfig("autograder/nbgrader_config.py")
 
 The course keeps nbgrader's folder names meaningful to its readers: the instructor's notebooks with
 solutions live in `solutions/` (nbgrader's source), the student release in `exercises/` (committed).

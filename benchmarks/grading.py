@@ -102,7 +102,8 @@ def main() -> None:
     shutil.copytree(course.path(f"solutions/{exercise.id}"), nbg / "solutions" / exercise.id)
     (nbg / "autograder").mkdir()
     shutil.copy(ROOT / "autograder" / "nbgrader_config.py", nbg / "autograder" / "nbgrader_config.py")
-    config = ["--config", str(nbg / "autograder" / "nbgrader_config.py")]
+    (nbg / "nbgrader_config.py").write_text('c = get_config()\nload_subconfig("autograder/nbgrader_config.py")\n')
+    config: list[str] = []
     nbgrader = [str(bin_dir / "nbgrader")]
     proc = subprocess.run(nbgrader + ["generate_assignment", exercise.id, "--force", *config], env=env, cwd=nbg,
                           capture_output=True, text=True)
