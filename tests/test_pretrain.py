@@ -1,0 +1,194 @@
+"""Pretraining: packing, dynamic masking, resuming exactly, and clear errors for bad checkpoints.
+
+Runs use the cpu-quick profile on a slice of the real corpus and a handful of steps, so each takes
+seconds; the exactness of resuming is checked bit for bit (torch.equal), not within a tolerance.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertcourse.data import Corpus
+from bertcourse.model import GPT, IGNORE_INDEX, BertForMLM
+from bertcourse.train import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    PretrainOptions,
+    batch_indices,
+    eval_batches,
+    load_checkpoint,
+    load_pretrained,
+    lr_factor,
+    make_batch,
+    pack_sentences,
+    pretrain,
+    tokenize_sentences,
+    unigram_baseline,
+)
+
+
+@pytest.fixture(scope="module")
+def small_corpus(corpus) -> Corpus:
+    """2,000 real training sentences and 100 held-out ones: enough for a dozen steps."""
+    return Corpus(corpus.train[:2000], corpus.heldout[:100], corpus.source)
+
+
+def run(tmp: Path, corpus, tokenizer, **kwargs):
+    options = dict(profile="cpu-quick", out_dir=tmp, max_steps=10, eval_every=5, checkpoint_every=4, progress=False)
+    return pretrain(PretrainOptions(**{**options, **kwargs}), corpus=corpus, tokenizer=tokenizer)
+
+
+def test_pack_sentences_keeps_every_token_in_order_within_the_length_limit():
+    sentences = [[10, 11, 12], [13] * 7, [14, 15], list(range(20, 40))]
+    packed = pack_sentences(sentences, max_seq_len=12, cls_id=2, sep_id=3)
+    assert all(len(b) <= 12 and b[0] == 2 for b in packed.blocks)
+    assert all(len(b) == len(s) for b, s in zip(packed.blocks, packed.segments))
+    flat = [t for b in packed.blocks for t in b if t not in (2, 3)]
+    assert flat == [10, 11, 12] + [13] * 7 + [14, 15] + list(range(20, 30))  # the long one cut to 10
+    assert packed.blocks[0] == [2, 10, 11, 12, 3]  # 13 * 7 + [SEP] did not fit any more
+    assert packed.blocks[1] == [2] + [13] * 7 + [3, 14, 15, 3]
+    assert packed.segments[1] == [0] * 9 + [1] * 3  # a sentence starting past half the block is segment B
+
+
+def test_batches_are_a_fresh_shuffle_each_epoch_and_a_pure_function_of_the_step():
+    first_epoch = [i for step in range(1, 6) for i in batch_indices(step, 20, 4, seed=0)]
+    second_epoch = [i for step in range(6, 11) for i in batch_indices(step, 20, 4, seed=0)]
+    assert sorted(first_epoch) == sorted(second_epoch) == list(range(20))
+    assert first_epoch != second_epoch
+    assert batch_indices(7, 20, 4, seed=0) == batch_indices(7, 20, 4, seed=0)
+    assert batch_indices(7, 20, 4, seed=1) != batch_indices(7, 20, 4, seed=0)
+
+
+def test_masking_is_dynamic_and_gpt_batches_predict_every_real_token(small_corpus, quick_tokenizer):
+    data = pack_sentences(tokenize_sentences(quick_tokenizer, small_corpus.train[:300]), 64, 2, 3)
+    generator = torch.Generator().manual_seed(0)
+    a = make_batch(data, range(8), "bert", quick_tokenizer, generator)
+    b = make_batch(data, range(8), "bert", quick_tokenizer, generator)
+    assert set(a) == {"input_ids", "attention_mask", "labels", "token_type_ids"}
+    assert not torch.equal(a["labels"], b["labels"])  # the same rows seen again get a new mask
+    selected = (a["labels"] != IGNORE_INDEX).sum() / ((a["attention_mask"] == 1).sum())
+    assert 0.08 < selected < 0.22
+    g = make_batch(data, range(8), "gpt", quick_tokenizer, generator)
+    assert torch.equal(g["labels"] != IGNORE_INDEX, g["attention_mask"] == 1)
+
+
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, small_corpus, quick_tokenizer):
+    straight = run(tmp_path / "straight", small_corpus, quick_tokenizer)
+    with pytest.raises(KeyboardInterrupt):  # killed at step 7: the last checkpoint is from step 4
+        run(tmp_path / "killed", small_corpus, quick_tokenizer, stop_after=7)
+    assert load_checkpoint(tmp_path / "killed")["step"] == 4
+    resumed = run(tmp_path / "killed", small_corpus, quick_tokenizer, resume=True)
+    assert straight.model.config.dropout > 0  # dropout on: the restored random state matters
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert straight.history == resumed.history
+    assert straight.final_eval == resumed.final_eval
+    assert straight.history["loss"][-1] < straight.history["loss"][0]
+    assert (tmp_path / "straight" / "loss_curve.png").stat().st_size > 1000
+
+
+def test_gpt_pretrains_and_reloads(tmp_path, small_corpus, quick_tokenizer):
+    result = run(tmp_path, small_corpus, quick_tokenizer, arch="gpt", max_steps=6)
+    assert isinstance(result.model, GPT)
+    model, tokenizer = load_pretrained(tmp_path)
+    assert isinstance(model, GPT) and len(tokenizer) == len(quick_tokenizer)
+    for a, b in zip(result.model.state_dict().values(), model.state_dict().values()):
+        assert torch.equal(a, b)
+    assert model.head.decoder.weight is model.embeddings.token_embedding.weight  # still tied after loading
+
+
+def test_resuming_with_other_settings_names_the_file_and_the_mismatch(tmp_path, small_corpus, quick_tokenizer):
+    run(tmp_path, small_corpus, quick_tokenizer, max_steps=4)
+    path = str(tmp_path / CHECKPOINT_NAME)
+    with pytest.raises(CheckpointError, match="arch: checkpoint 'bert', this run 'gpt'") as info:
+        run(tmp_path, small_corpus, quick_tokenizer, arch="gpt", max_steps=4, resume=True)
+    assert path in str(info.value)
+    with pytest.raises(CheckpointError, match="model d_model: checkpoint 64, this run 32"):
+        run(
+            tmp_path,
+            small_corpus,
+            quick_tokenizer,
+            max_steps=4,
+            resume=True,
+            model_overrides={"d_model": 32, "d_ff": 64},
+        )
+    with pytest.raises(CheckpointError, match="exists: pass --resume"):
+        run(tmp_path, small_corpus, quick_tokenizer, max_steps=4)
+
+
+def test_a_corrupt_or_foreign_checkpoint_gives_a_clear_error(tmp_path, small_corpus, quick_tokenizer):
+    run(tmp_path, small_corpus, quick_tokenizer, max_steps=4)
+    path = tmp_path / CHECKPOINT_NAME
+    path.write_bytes(path.read_bytes()[:5000])  # truncated, as by a full disk
+    with pytest.raises(CheckpointError, match="not a readable checkpoint") as info:
+        run(tmp_path, small_corpus, quick_tokenizer, max_steps=4, resume=True)
+    assert str(path) in str(info.value)
+    torch.save({"weights": torch.zeros(3)}, path)
+    with pytest.raises(CheckpointError, match="not a bertcourse pretraining checkpoint"):
+        load_checkpoint(path)
+    with pytest.raises(CheckpointError, match="no checkpoint to resume from"):
+        load_checkpoint(tmp_path / "elsewhere")
+
+
+def test_lr_warms_up_then_decays():
+    factors = [lr_factor(step, 10, 100) for step in range(100)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(factors[10:], factors[11:]))
+    assert factors[-1] == pytest.approx(0.1, abs=0.01)
+
+
+def test_unigram_baseline_predicts_the_most_frequent_regular_token(quick_tokenizer):
+    train = pack_sentences([[10, 10, 10, 11], [10, 12]], 16, 2, 3)  # [SEP] (3) is frequent but never a target
+    batch = {"labels": torch.tensor([[IGNORE_INDEX, 10, 11, IGNORE_INDEX, 10]])}
+    result = unigram_baseline(train, [batch], 20, "bert", special_ids=[0, 1, 2, 3, 4])
+    assert result["accuracy"] == pytest.approx(2 / 3)
+    assert result["targets"] == 3
+    assert 0 < result["loss"] < torch.log(torch.tensor(20.0))
+
+
+def test_eval_batches_use_the_same_masks_every_time(small_corpus, quick_tokenizer):
+    data = pack_sentences(tokenize_sentences(quick_tokenizer, small_corpus.heldout), 64, 2, 3)
+    a, b = eval_batches(data, "bert", quick_tokenizer), eval_batches(data, "bert", quick_tokenizer)
+    assert all(torch.equal(x["labels"], y["labels"]) for x, y in zip(a, b))
+
+
+@pytest.mark.slow
+def test_pretrain_command_end_to_end(tmp_path, data_dir):
+    """The CLI on the real corpus: a short BERT run, then a resume to more steps is refused."""
+    out = tmp_path / "run"
+
+    def command(steps: int, *extra: str) -> subprocess.CompletedProcess:
+        args = [
+            "pretrain",
+            "--profile",
+            "cpu-quick",
+            "--max-steps",
+            str(steps),
+            "--data-dir",
+            str(data_dir),
+            "--source",
+            "local",
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ]
+        return subprocess.run(
+            [sys.executable, "-m", "bertcourse.cli", *args], capture_output=True, text=True, timeout=300
+        )
+
+    done = command(8)
+    assert done.returncode == 0, done.stderr
+    assert "BertForMLM" in done.stdout and "gpt counterpart" in done.stdout
+    assert "held-out masked-token loss" in done.stdout
+    assert {"checkpoint.pt", "metrics.json", "loss_curve.png"} <= {p.name for p in out.iterdir()}
+    model, _ = load_pretrained(out)
+    assert isinstance(model, BertForMLM)
+    again = command(9, "--resume")
+    assert again.returncode == 2
+    assert "max_steps: checkpoint 8, this run 9" in again.stderr and str(out) in again.stderr
