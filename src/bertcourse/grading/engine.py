@@ -268,7 +268,7 @@ class Grader:
         if key not in self._checks:
             self._zygote_ready()  # start importing torch in the zygote while the judge collects
             judge = self._judge_ready()
-            judge.channel.send({"op": "collect", "module": str(path)})
+            judge.channel.send({"op": "collect", "module": str(path), "mtime": key[1]})
             try:
                 header, _ = judge.channel.recv(timeout=STARTUP_TIMEOUT_S * 2)
             except (EOFError, TimeoutError, ProtocolError) as exc:
@@ -357,7 +357,9 @@ class Grader:
         judge_deadline = session.deadline + 60 + len(checks) * (GRACE_S + 1)
         internal = None
         try:
-            judge.channel.send({"op": "run", "module": str(self.checks_path(ex)), "limits": limits, "nonce": nonce})
+            module = self.checks_path(ex)
+            judge.channel.send({"op": "run", "module": str(module), "mtime": module.stat().st_mtime_ns,
+                                "limits": limits, "nonce": nonce})
             while True:
                 header, blob = judge.channel.recv(timeout=max(judge_deadline - time.monotonic(), 1.0))
                 op = header.get("op")

@@ -157,10 +157,14 @@ def _plain(value: Any) -> Any:
 class JudgePlugin:
     """Collects the marked checks, gives them `student`, and records one result per check."""
 
-    def __init__(self, conn: Channel | None, limits: dict[str, Any], nonce: str = ""):
+    def __init__(self, conn: Channel, first_command: dict[str, Any]):
         self.conn = conn
-        self.limits = limits
-        self.nonce = nonce
+        self.module, self.mtime = first_command["module"], first_command.get("mtime")
+        self.command: dict[str, Any] | None = first_command  # the next command to serve
+        self.pending: dict[str, Any] | None = None  # a command this session cannot serve (another module)
+        self.answered = False
+        self.limits: dict[str, Any] = {}
+        self.nonce = ""
         self.checks: dict[str, dict[str, Any]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.problems: list[str] = []
@@ -197,7 +201,7 @@ class JudgePlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         self.unavailable = None
-        if item.nodeid in self.checks and self.conn is not None:
+        if item.nodeid in self.checks:
             self.conn.send({"op": "begin_check", "name": item.name})
             reply, _ = self.conn.recv()
             self.unavailable = reply.get("unavailable")
@@ -209,13 +213,47 @@ class JudgePlugin:
 
     @pytest.fixture
     def student(self) -> Student:
-        if self.conn is None:
-            raise RuntimeError("the student fixture exists only inside the grading judge")
         return Student(self.conn, self.limits, self.unavailable)
 
     @pytest.fixture
     def bertcourse_canary_nonce(self) -> str:
         return self.nonce
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        """Serve notebooks with the collected checks until a command needs another session.
+
+        pytest starts once per check module (imports, collection, assertion rewriting: ~0.3 s);
+        each notebook then only runs the items again with `runtestprotocol`."""
+        from _pytest.runner import runtestprotocol
+
+        while True:
+            command, self.command = self.command, None
+            if command is None:
+                try:
+                    command, _ = self.conn.recv()
+                except (EOFError, OSError):
+                    self.pending = {"op": "exit"}
+                    return True
+            op = command.get("op")
+            if op not in ("collect", "run") or command.get("module") != self.module \
+                    or command.get("mtime") != self.mtime:
+                self.pending = command
+                return True
+            self.results = {}
+            if op == "run":
+                self.limits, self.nonce = command.get("limits", {}), str(command.get("nonce", ""))
+                for item in session.items:
+                    runtestprotocol(item, log=False, nextitem=None)
+            self.answered = True
+            self.conn.send(self.done(0))
+
+    def done(self, exit_code: int) -> dict[str, Any]:
+        checks = [{**meta, "nodeid": nodeid} for nodeid, meta in self.checks.items()]
+        results = [{**result, "nodeid": nodeid, "canary": nodeid == self.canary}
+                   for nodeid, result in self.results.items()]
+        return {"op": "done", "exit_code": exit_code, "checks": checks, "results": results,
+                "problems": self.problems}
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -260,8 +298,9 @@ def _short(text: str, limit: int) -> str:
 # ----------------------------------------------------------------------------- running sessions
 
 
-def run_session(module: str, plugin: JudgePlugin, collect_only: bool, work_dir: str) -> int:
-    """One pytest session over `module` (and the canary) with `plugin` installed."""
+def run_session(plugin: JudgePlugin, work_dir: str) -> int:
+    """One pytest session over the plugin's check module; it serves commands until it must end."""
+    module = plugin.module
     ini = Path(work_dir) / "pytest.ini"
     if not ini.exists():
         # python_files stays narrow: assertion rewriting applies to modules matching it (never torch).
@@ -275,8 +314,6 @@ def run_session(module: str, plugin: JudgePlugin, collect_only: bool, work_dir: 
     args = [module, "-q", *(a for name in skip for a in ("-p", f"no:{name}")),
             "-c", str(ini), "--rootdir", str(Path(module).parent), "--strict-markers", "-o", "addopts=",
             "-W", "default"]
-    if collect_only:
-        args.append("--collect-only")
     return int(pytest.main(args, plugins=[plugin]))
 
 
@@ -300,21 +337,23 @@ def judge_main(fd: int) -> None:
     conn = Channel.from_fd(fd)
     work_dir = tempfile.mkdtemp(prefix="bertcourse-judge-")
     os.chdir(work_dir)
+    command: dict[str, Any] | None = None
     while True:
-        try:
-            header, _ = conn.recv()
-        except (EOFError, OSError):
-            return
-        op = header.get("op")
-        if op == "exit":
-            return
-        plugin = JudgePlugin(conn if op == "run" else None, header.get("limits", {}), header.get("nonce", ""))
-        exit_code = run_session(header["module"], plugin, op == "collect", work_dir)
-        checks = [{**meta, "nodeid": nodeid} for nodeid, meta in plugin.checks.items()]
-        results = [{**result, "nodeid": nodeid, "canary": nodeid == plugin.canary}
-                   for nodeid, result in plugin.results.items()]
-        conn.send({"op": "done", "exit_code": exit_code, "checks": checks, "results": results,
-                    "problems": plugin.problems})
+        if command is None:
+            try:
+                command, _ = conn.recv()
+            except (EOFError, OSError):
+                return
+        if command.get("op") not in ("collect", "run"):
+            return  # exit, or a command this judge does not know
+        plugin = JudgePlugin(conn, command)
+        exit_code = run_session(plugin, work_dir)
+        if not plugin.answered:  # pytest stopped before serving (a usage error): answer for it
+            plugin.problems.append(f"pytest could not run {plugin.module} (exit code {exit_code}); see judge.log")
+            conn.send(plugin.done(exit_code))
+            command = None
+        else:
+            command = plugin.pending
 
 
 if __name__ == "__main__":

@@ -97,12 +97,14 @@ def _worker_main(fd: int, request: dict[str, Any]) -> None:
     log = os.open(os.path.join(work_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    from bertcourse.grading.sandbox import SandboxPolicy, limit_resources, restrict_filesystem
+    from bertcourse.grading.sandbox import SandboxPolicy, drop_privileges, limit_resources, restrict_filesystem
 
     sandbox_problem = None
     if request.get("sandbox"):
         sandbox_problem = restrict_filesystem(SandboxPolicy(**request["sandbox"]))
     limit_resources(int(request["memory_limit_mb"]), int(request["max_output_bytes"]))
+    if request.get("sandbox"):
+        drop_privileges()
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     sys.path.insert(0, request["submission_dir"])  # the submission's own helper modules, as in Jupyter
     import torch
