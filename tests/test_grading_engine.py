@@ -369,10 +369,12 @@ def test_student_code_cannot_read_the_hidden_checks(grader, hashes, tmp_path):
         f"found.append(subprocess.run(['grep', '-r', {SECRET[:6]!r}, {str(FIXTURE)!r}], capture_output=True, "
         "text=True).stdout)\n"
         f"answer_q1 = 'b' if any({SECRET!r} in text for text in found) else 'not found'\n"
-        "print('found', answer_q1)")
+        "print('found', answer_q1)\n"
+        "print('capabilities', open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
     result = grade(grader, hashes, notebook(tmp_path, {"concept": snoop}))
     assert result.cells[-1].output.count("denied PermissionError") >= 4, result.cells[-1].output
     assert "found not found" in result.cells[-1].output
+    assert "capabilities 0000000000000000" in result.cells[-1].output  # no root powers, even as root
     assert not result.check("test_concept").passed and result.score == 4.0
 
 
