@@ -1,0 +1,50 @@
+"""Lessons 1 and 2 run from top to bottom with the cpu-quick profile on the real data, and print what
+their prose relies on (rates within their intervals, no special token selected or drawn)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def execute(relative: str, data_dir: Path) -> str:
+    """Run a lesson in lessons/ with BERTCOURSE_PROFILE=cpu-quick; return all its printed text."""
+    path = ROOT / relative
+    notebook = nbformat.read(path, as_version=4)
+    saved = {k: os.environ.get(k) for k in ("BERTCOURSE_PROFILE", "BERTCOURSE_DATA", "MPLBACKEND")}
+    os.environ.update(BERTCOURSE_PROFILE="cpu-quick", BERTCOURSE_DATA=str(data_dir), MPLBACKEND="Agg")
+    try:
+        NotebookClient(notebook, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return "\n".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                     for output in cell.outputs if output.output_type == "stream")
+
+
+def test_lesson_01_runs_and_its_measurements_agree_with_the_recipe(data_dir):
+    text = execute("lessons/01_masked_language_modelling.ipynb", data_dir)
+    tokens = int(re.search(r"(\d[\d,]*) sentences, ([\d,]+) tokens", text).group(2).replace(",", ""))
+    assert tokens >= 10_000
+    for name, target in (("selected / non-special", 0.15), (r"\[MASK\] / selected", 0.8),
+                         ("random / selected", 0.1), ("unchanged / selected", 0.1)):
+        low, high = map(float, re.search(name + r"\s+\d+\s+\d+\s+[\d.]+\s+\[([\d.]+), ([\d.]+)\]", text).groups())
+        assert low - 0.01 <= target <= high + 0.01, (name, low, high)
+    assert "special positions selected: 0; random tokens that are special: 0" in text
+    assert re.search(r"sentences with no target: \d+ without the guarantee \(expected \d+\), 0 with it", text)
+    assert "bertcourse, same number of batches: 0 special random tokens" in text
+    hf_special = int(re.search(r"random replacements, (\d+) of them special tokens", text).group(1))
+    assert hf_special > 0  # the lesson's claim about transformers' collator holds on this run
