@@ -38,6 +38,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -213,6 +214,7 @@ class Grader:
         self._zygote: _Zygote | None = None
         self._judge: _Judge | None = None
         self._checks: dict[tuple[str, int], list[CheckInfo]] = {}
+        self._lock = threading.RLock()  # one notebook at a time per Grader (its helpers are sequential)
 
     # -- lifecycle
 
@@ -230,6 +232,7 @@ class Grader:
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _zygote_ready(self) -> _Zygote:
+        self._tmp.mkdir(parents=True, exist_ok=True)  # again, after close()
         if self._zygote is None or not self._zygote.alive():
             if self._zygote is not None:
                 self._zygote.close()
@@ -237,6 +240,7 @@ class Grader:
         return self._zygote
 
     def _judge_ready(self) -> _Judge:
+        self._tmp.mkdir(parents=True, exist_ok=True)
         if self._judge is None or not self._judge.alive():
             if self._judge is not None:
                 self._judge.close()
@@ -265,22 +269,25 @@ class Grader:
         """The hidden checks of an exercise (collected once per version of the module)."""
         path = self.checks_path(exercise)
         key = (str(path), path.stat().st_mtime_ns)
-        if key not in self._checks:
-            self._zygote_ready()  # start importing torch in the zygote while the judge collects
-            judge = self._judge_ready()
-            judge.channel.send({"op": "collect", "module": str(path), "mtime": key[1]})
-            try:
-                header, _ = judge.channel.recv(timeout=STARTUP_TIMEOUT_S * 2)
-            except (EOFError, TimeoutError, ProtocolError) as exc:
-                self._restart_judge()
-                raise GradingError(f"the judge could not collect {path}: {exc}; see {self._tmp}/judge.log") from exc
-            if header.get("problems"):
-                raise GradingError(f"{path}: " + "; ".join(header["problems"]))
-            infos = [CheckInfo(c["name"], c["cell"], c["points"], c["feedback"], c["nodeid"])
-                     for c in header["checks"]]
-            if not infos:
-                raise GradingError(f"{path}: no checks found (functions named test_* or check_*)")
-            self._checks[key] = infos
+        with self._lock:
+            return self._checks.get(key) or self._collect(path, key)
+
+    def _collect(self, path: Path, key: tuple[str, int]) -> list[CheckInfo]:
+        self._zygote_ready()  # start importing torch in the zygote while the judge collects
+        judge = self._judge_ready()
+        judge.channel.send({"op": "collect", "module": str(path), "mtime": key[1]})
+        try:
+            header, _ = judge.channel.recv(timeout=STARTUP_TIMEOUT_S * 2)
+        except (EOFError, TimeoutError, ProtocolError) as exc:
+            self._restart_judge()
+            raise GradingError(f"the judge could not collect {path}: {exc}; see {self._tmp}/judge.log") from exc
+        if header.get("problems"):
+            raise GradingError(f"{path}: " + "; ".join(header["problems"]))
+        infos = [CheckInfo(c["name"], c["cell"], c["points"], c["feedback"], c["nodeid"])
+                 for c in header["checks"]]
+        if not infos:
+            raise GradingError(f"{path}: no checks found (functions named test_* or check_*)")
+        self._checks[key] = infos
         return self._checks[key]
 
     def source_notebook(self, exercise: str | Exercise) -> Path | None:
@@ -296,6 +303,10 @@ class Grader:
 
     def grade(self, notebook: str | Path, exercise: str | Exercise) -> NotebookResult:
         """Grade one notebook; never raises for anything the submission does (see the module doc)."""
+        with self._lock:
+            return self._grade(notebook, exercise)
+
+    def _grade(self, notebook: str | Path, exercise: str | Exercise) -> NotebookResult:
         started = time.monotonic()
         ex = self.exercise(exercise)
         checks = self.checks(ex)
