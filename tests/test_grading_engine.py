@@ -172,6 +172,24 @@ def test_testing_helper_runs_a_check_module_against_sources(grader):
     assert wrong.failed_checks() == ["test_add_numbers", "test_add_tensors", "test_concept"]
 
 
+def test_course_side_problems_raise(grader, tmp_path):
+    from bertcourse.errors import BertcourseError
+    from bertcourse.grading import GradingError
+    from bertcourse.grading.testing import run_checks
+
+    broken = tmp_path / "broken_checks.py"
+    broken.write_text("import pytest\nimport no_such_module_anywhere\n")
+    with pytest.raises(GradingError, match="no_such_module_anywhere"):
+        run_checks(broken, CORRECT_ADD, grader=grader)
+    unmarked = tmp_path / "unmarked_checks.py"
+    unmarked.write_text("def test_forgot_the_marker(student):\n    assert student.call('add', 1, 1) == 2\n")
+    with pytest.raises(GradingError, match="no @pytest.mark.check"):
+        run_checks(unmarked, CORRECT_ADD, grader=grader)
+    with pytest.raises(BertcourseError, match="unknown exercise"):
+        grader.grade(SOURCE, "no-such-exercise")
+    assert grader.grade(SOURCE, "toy").score == 5.0  # the judge is still in step afterwards
+
+
 # ----------------------------------------------------------------------------- broken notebooks
 
 

@@ -12,8 +12,8 @@ Public API (stable; `autograde`, `check`, `bertcourse grade` and the course's te
 
 `grade` never raises for anything a submission does: a bad file, a wrong exercise, crashes, hangs and
 memory hogs end up in `result.error` (grade void, score 0) or `result.notes` and the failed checks'
-messages. It raises `GradingError` (a BertcourseError) only for course-side problems: an unknown
-exercise, a check module that does not import, processes that cannot start. A `Grader` is not
+messages. It raises a BertcourseError only for course-side problems: an unknown exercise
+(CourseError), a check module that does not import or has unmarked checks (GradingError). A `Grader` is not
 thread-safe; use one per job (each holds one zygote and one judge process).
 
 How (see worker.py, judge.py, sandbox.py): a zygote process imports torch and IPython once and forks
