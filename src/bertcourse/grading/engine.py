@@ -101,7 +101,9 @@ def _python_env(course_root: Path) -> dict[str, str]:
 
 class _Zygote:
     def __init__(self, course_root: Path, log_dir: Path):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Message boundaries without framing: SEQPACKET on Linux, datagrams elsewhere (macOS).
+        kind = socket.SOCK_SEQPACKET if sys.platform.startswith("linux") else socket.SOCK_DGRAM
+        ours, theirs = socket.socketpair(socket.AF_UNIX, kind)
         self.log = open(log_dir / "zygote.log", "ab")  # noqa: SIM115 - lives as long as the process
         # HOME and MPLCONFIGDIR in the grader's scratch folder: preloading (IPython, matplotlib's font
         # cache) writes there once, never in the real home, and every forked worker inherits the result.
@@ -530,6 +532,8 @@ class _Session:
                         self.result.add_note("sandbox-unavailable", "the worker ran without a filesystem "
                                              f"sandbox ({problem or 'switched off'}); hidden checks were readable")
                         self.sandbox_noted = True
+                if not sys.platform.startswith("linux"):
+                    self._note_once("memory-unenforced", "the memory limit is enforced on Linux only (/proc)")
                 cells = [c.to_wire() for c in self.cells.to_run if c.index not in self.skip]
                 try:
                     self.channel.send({"op": "run", "cells": cells, "cell_time_limit_s": limit}, timeout=30)

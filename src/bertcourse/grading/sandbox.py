@@ -219,6 +219,8 @@ def drop_privileges() -> str | None:
     no permission bypass, and RLIMIT_NPROC applies), then cap the number of tasks. None on success."""
     import resource
 
+    if not sys.platform.startswith("linux"):
+        return "capabilities are a Linux feature"
     libc = _libc()
     for capability in range(64):
         libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)  # EINVAL past the last capability: ignored
