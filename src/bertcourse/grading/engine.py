@@ -341,17 +341,24 @@ class Grader:
         return result
 
     def _wrong_exercise(self, cells: NotebookCells, ex: Exercise, checks: list[CheckInfo]) -> str | None:
+        """Why this notebook is not `ex` (judging by the grade_ids it carries), or None."""
         if not cells.grade_ids:
             return None  # no nbgrader metadata at all: run every code cell (noted by _compare)
         source = self.source_notebook(ex)
         expected = read_notebook(source).grade_ids if source else sorted({c.cell for c in checks})
-        if overlap(cells, expected):
-            return None
+        ours = overlap(cells, expected)
+        best, best_overlap = None, 0
         for other in self.course.exercises:
             other_source = self.source_notebook(other) if other.id != ex.id else None
-            if other_source and overlap(cells, read_notebook(other_source).grade_ids):
-                return f"this notebook belongs to exercise {other.id!r}, not {ex.id!r} (judging by its graded cells)"
-        return f"this notebook is not exercise {ex.id!r}: none of its graded cells belong to that exercise"
+            shared = overlap(cells, read_notebook(other_source).grade_ids) if other_source else 0
+            if shared > best_overlap:
+                best, best_overlap = other.id, shared
+        # Shared names (a `setup` cell) may overlap a little: it takes a clear majority to call it another's.
+        if best is not None and ours * 2 < best_overlap:
+            return f"this notebook belongs to exercise {best!r}, not {ex.id!r} (judging by its graded cells)"
+        if ours == 0:
+            return f"this notebook is not exercise {ex.id!r}: none of its graded cells belong to that exercise"
+        return None
 
     def _compare(self, cells: NotebookCells, ex: Exercise, result: NotebookResult) -> None:
         if not cells.grade_ids:
