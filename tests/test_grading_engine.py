@@ -403,6 +403,37 @@ def test_without_a_sandbox_the_grade_says_so(course, tmp_path):
     assert result.score == 5.0 and "sandbox-unavailable" in kinds(result)
 
 
+def test_replies_are_loaded_as_data_only():
+    import io
+    import pickle
+    import zipfile
+
+    import torch
+
+    from bertcourse.grading.protocol import ProtocolError, Remote, dump_values, load_values
+
+    value = {"t": torch.arange(3), "nested": [1, 2.5, "x", None, (True,)], "handle": Remote(3, "Module")}
+    loaded = load_values(dump_values(value))
+    assert torch.equal(loaded["t"], value["t"]) and loaded["nested"] == value["nested"]
+    assert loaded["handle"] == Remote(3, "Module")
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:  # a torch.save-like archive whose pickle runs code
+        archive.writestr("archive/data.pkl", pickle.dumps(Evil(), protocol=2))
+        archive.writestr("archive/version", "3\n")
+    with pytest.raises(Exception, match="(?i)weights_only|unsupported|global"):
+        load_values(buffer.getvalue())
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", b"0" * 1_000_000)
+    with pytest.raises(ProtocolError):
+        load_values(bomb.getvalue())
+
+
 # ----------------------------------------------------------------------------- the canary
 
 
