@@ -197,6 +197,8 @@ def test_course_side_problems_raise(grader, tmp_path):
     (b"this is not json", "not valid JSON"),
     (b"[1, 2, 3]", "without a 'cells' list"),
     (b'{"nbformat": 3, "cells": []}', "not a version 4 notebook"),
+    (b'{"nbformat": 4, "cells": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    (b'{"nbformat": 4, "cells": [{"cell_type": "code", "source": 7}]}', "source that is not text"),
 ])
 def test_invalid_files_get_a_clear_reason_and_zero(grader, hashes, tmp_path, content, reason):
     path = tmp_path / "broken.ipynb"

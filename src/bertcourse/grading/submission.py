@@ -52,6 +52,8 @@ def read_notebook(path: Path, max_bytes: int = 50 * 1024 * 1024) -> NotebookCell
         data = json.loads(path.read_bytes())
     except (UnicodeDecodeError, ValueError) as exc:
         raise SubmissionError(f"{path}: not a notebook (not valid JSON: {exc})") from exc
+    except RecursionError as exc:
+        raise SubmissionError(f"{path}: not a notebook (JSON nested too deeply)") from exc
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise SubmissionError(f"{path}: not a notebook (JSON without a 'cells' list)")
     if data.get("nbformat") != 4:
