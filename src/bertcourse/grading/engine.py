@@ -4,17 +4,28 @@ Public API (stable; `autograde`, `check`, `bertcourse grade` and the course's te
 
     from bertcourse.grading import Grader, grade_notebook, infer_exercise, NotebookResult
 
-    with Grader(course=None, *, sandbox="auto", threads=1) as grader:    # course: a Course, or load_course()
-        result = grader.grade("submitted/ana/masking/masking.ipynb", "masking")   # exercise id or Exercise
-        grader.checks("masking")          # -> list[CheckInfo] (name, cell, points, feedback), cached
-    result = grade_notebook(path, exercise_id, course=None)                      # one-off convenience
-    infer_exercise(path, course) -> str   # from the grade_ids the notebook carries, else from its path
+    with Grader(course=None, *, sandbox="auto", threads=1, profile=None,
+                extra_read=None, extra_write=None) as grader:          # course: a Course, or load_course()
+        result = grader.grade("submitted/ana/ex01/masking.ipynb", "ex01")   # exercise id or an Exercise
+        grader.checks("ex01")        # -> list[CheckInfo(name, cell, points, feedback, nodeid)], cached
+        grader.source_notebook("ex01")   # solutions/ (else exercises/) notebook, or None
+    result = grade_notebook(path, exercise_id=None, course=None)   # one-off (cold start, ~3-5 s)
+    infer_exercise(path, course=None) -> str   # by the grade_ids the notebook carries, else by its path
+
+    NotebookResult: notebook, exercise, score, max_score, error (None, or why the grade is void),
+        checks: [CheckResult(name, cell, points, max_points, passed, feedback, message, detail)],
+        parts: {test-cell grade_id: PartScore(grade_id, score, max_score)},
+        cells: [CellRecord(index, grade_id, status ok|error|timeout|crashed|memory, error, output)],
+        notes: [Note(kind, message, cell)], duration_s; .to_dict() / NotebookResult.from_dict(),
+        .failed_checks(), .passed_checks(), .check(name).
+    `message` is safe for students; `detail` (pytest's report) may reveal the check: instructors only.
 
 `grade` never raises for anything a submission does: a bad file, a wrong exercise, crashes, hangs and
 memory hogs end up in `result.error` (grade void, score 0) or `result.notes` and the failed checks'
 messages. It raises a BertcourseError only for course-side problems: an unknown exercise
-(CourseError), a check module that does not import or has unmarked checks (GradingError). A `Grader` is not
-thread-safe; use one per job (each holds one zygote and one judge process).
+(CourseError), a check module that does not import or has unmarked checks (GradingError). A `Grader`
+grades one notebook at a time (calls from several threads are serialised); for parallel grading use
+one Grader per process (each holds one zygote and one judge process).
 
 How (see worker.py, judge.py, sandbox.py): a zygote process imports torch and IPython once and forks
 one worker per notebook; the worker confines itself with Landlock, runs the code cells (autograded
