@@ -120,7 +120,13 @@ def main() -> None:
     print(f"nbgrader autograde (serial):        {nbgrader_s:7.1f} s  {60 * args.students / nbgrader_s:6.1f} "
           f"notebooks/min  ({graded} of {args.students} written to autograded/, exit {proc.returncode})")
 
+    # Like nbgrader's generate_assignment above (untimed), `bertcourse release` records the exercise in
+    # the gradebook before any grading; the timed command then only grades.
+    from bertcourse.grading.release import register_exercises
+
     out = scratch / "bertcourse"
+    out.mkdir()
+    register_exercises(course, [exercise], f"sqlite:///{out}/gradebook.db")
     command = [str(bin_dir / "bertcourse"), "autograde", str(nbg / "submitted"), "--jobs", str(args.jobs),
                "--output-dir", str(out), "--db-url", f"sqlite:///{out}/gradebook.db", "--no-progress"]
     ours_s, proc = timed(command, env, course.root)

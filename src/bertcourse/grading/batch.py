@@ -216,9 +216,18 @@ def _lane_grader(course: Course) -> Any:
     return _lane["grader"]
 
 
-def _new_lane() -> None:
-    # A forked lane starts without the parent's engine: its helper processes belong to the parent.
-    _lane.clear()
+def _new_lane(course: Course, exercise_ids: list[str]) -> None:
+    """Start a lane's engine and load nbconvert before the first submission arrives."""
+    _lane.clear()  # a forked lane starts without the parent's engine: its helpers belong to the parent
+    grader = _lane_grader(course)
+    for exercise_id in exercise_ids:
+        try:
+            grader.checks(exercise_id)  # starts the zygote and the judge, which collects the checks
+        except BertcourseError:
+            pass  # reported where it matters: on the submissions of that exercise
+    from bertcourse.grading.feedback import warm_up
+
+    warm_up()
 
 
 def _close_lane() -> None:
@@ -368,7 +377,7 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
         f"with {options.jobs} lane{'s' if options.jobs > 1 else ''}")
 
     tasks = [(course, job, cells.get(job.exercise_id, {}), submissions, feedback_root) for job in todo]
-    lanes = _Lanes(tasks, options.jobs, options.progress)  # grading starts now, in parallel lanes
+    lanes = _Lanes(course, tasks, options.jobs, options.progress)  # grading starts now, in parallel lanes
     try:
         register_exercises(course, exercises, db_url)
         with open_gradebook(db_url) as gradebook:
@@ -421,21 +430,20 @@ class _Lanes:
     """Grades tasks in `jobs` lanes; iterating yields each Record as soon as it is ready.
 
     Parallel lanes are forked processes, each with its own engine. They are forked here, at once,
-    before the caller opens the gradebook (no database connection crosses a fork) and before the
-    progress bar starts its thread; what every lane needs is imported once first.
+    before the caller imports nbgrader and opens the gradebook (no database connection crosses a
+    fork, and the lanes start their engines while the parent does that) and before the progress bar
+    starts its thread.
     """
 
-    def __init__(self, tasks: list[tuple], jobs: int, progress: bool):
+    def __init__(self, course: Course, tasks: list[tuple], jobs: int, progress: bool):
         self.tasks, self.progress = tasks, progress
         self.pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.pending: dict[concurrent.futures.Future, tuple] = {}
         if jobs > 1 and len(tasks) > 1:
-            from bertcourse.grading.feedback import warm_up
-
-            warm_up()
+            exercise_ids = sorted({task[1].exercise_id for task in tasks if not task[1].problem})
             self.pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context("fork"),
-                initializer=_new_lane)
+                initializer=_new_lane, initargs=(course, exercise_ids))
             self.pending = {self.pool.submit(_grade_in_lane, task): task for task in tasks}
 
     def __iter__(self) -> Iterator[Record]:
