@@ -261,9 +261,10 @@ def whole_word_mask(
     sentence pair, whose word ids both restart at 0, stay separate words).
 
     Budget rule, per sequence with n non-special tokens: k = max(1, round(select_prob * n)). Words are
-    taken in a uniformly random order while the running total of their pieces stays <= k; the first word
-    that does not fit ends the selection, except that the first word of the order is always taken (so a
-    sequence whose only word is longer than k still gets one). Each selected word then gets ONE 80/10/10
+    visited in a uniformly random order and each is taken if it still fits (running total <= k); a word
+    that does not fit is skipped and the next ones are tried (Google's rule), so the selection stops only
+    when no remaining word fits. A sequence whose every word is longer than k gets the first word of
+    the order anyway, so every sequence has a target. Each selected word then gets ONE 80/10/10
     decision shared by all its pieces ([MASK] for all, a random regular id for each, or all kept).
     Google's original code drew 80/10/10 per piece, so a "whole" word could come out half [MASK].
     """
@@ -291,9 +292,19 @@ def whole_word_mask(
     scores = torch.rand(batch, n_words, generator=generator, device=device)
     order = scores.masked_fill(~exists, 2.0).argsort(1)
     ordered_lengths = lengths.gather(1, order)
-    budget = (valid.sum(1) * probs.select_prob).round().clamp(min=1).unsqueeze(1)
-    take = (ordered_lengths.cumsum(1) <= budget) & (ordered_lengths > 0)
-    take[:, 0] |= ordered_lengths[:, 0] > 0  # the first word of the order always goes in
+    remaining = (valid.sum(1) * probs.select_prob).round().clamp(min=1).unsqueeze(1)
+    take = torch.zeros_like(exists)
+    # Google's sequential "take it if it fits, else skip it" as a few passes over the whole batch: each
+    # pass takes, in order, the words that still fit until the first one that does not; words longer
+    # than what is left can never fit again and drop out. A pass per skipped word, not per token.
+    while True:
+        candidate = ~take & (ordered_lengths > 0) & (ordered_lengths <= remaining)
+        if not bool(candidate.any()):
+            break
+        new = candidate & ((ordered_lengths * candidate).cumsum(1) <= remaining)
+        take |= new
+        remaining = remaining - (ordered_lengths * new).sum(1, keepdim=True)
+    take[:, 0] |= ~take.any(1) & (ordered_lengths[:, 0] > 0)  # every word too long: take the first anyway
     word_selected = torch.zeros_like(take).scatter_(1, order, take)
 
     # one 80/10/10 decision per word, spread to its pieces
