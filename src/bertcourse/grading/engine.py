@@ -72,6 +72,7 @@ from bertcourse.grading.submission import (
 GRACE_S = 2.0  # how long past a soft time limit the engine waits before killing the worker
 POLL_S = 0.05  # memory watchdog period
 STARTUP_TIMEOUT_S = 60.0
+ZYGOTE_TIMEOUT_S = 300.0  # a zygote still importing torch on a busy machine answers late
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024  # what a worker may write to its stdout/stderr file
 # Top-level packages the zygote may import ahead of time when a notebook imports them.
 PRELOADABLE = {"torch", "numpy", "transformers", "tokenizers", "datasets", "matplotlib", "tqdm", "sklearn",
@@ -126,7 +127,7 @@ class _Zygote:
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         theirs.close()
         self.sock = ours
-        self.sock.settimeout(STARTUP_TIMEOUT_S)
+        self.sock.settimeout(ZYGOTE_TIMEOUT_S)  # its first answer waits for torch to import
         self.preloaded: set[str] = set()
 
     def alive(self) -> bool:
@@ -538,7 +539,9 @@ class _Session:
                 self.gone = self._reason("time-limit", "")
                 self._note_once("time-limit", self.gone)
                 return self.gone
+            forking = time.monotonic()
             self._fork()
+            self.deadline += time.monotonic() - forking  # a cold or busy zygote is not the notebook's time
             assert self.channel is not None
             current: int | None = None
             last: int | None = None
