@@ -71,6 +71,8 @@ class PretrainResult:
     history: dict[str, list]
     out_dir: Path
     final_eval: dict[str, float]
+    train_data: PackedData | None = None  # the packed blocks the run drew its batches from
+    heldout: list[dict[str, torch.Tensor]] = field(default_factory=list)  # the fixed held-out batches
 
 
 def pick_device(requested: str | None = None) -> torch.device:
@@ -511,7 +513,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
 
     final = evaluate(model, heldout, device)
     write_report(out_dir, history, final, options, model)
-    return PretrainResult(model, tokenizer, history, out_dir, final)
+    return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout)
 
 
 def write_report(out_dir: Path, history: dict, final: dict, options: PretrainOptions, model: torch.nn.Module) -> None:
