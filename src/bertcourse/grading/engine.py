@@ -9,6 +9,7 @@ Public API (stable; `autograde`, `check`, `bertcourse grade` and the course's te
         result = grader.grade("submitted/ana/ex01/masking.ipynb", "ex01")   # exercise id or an Exercise
         grader.checks("ex01")        # -> list[CheckInfo(name, cell, points, feedback, nodeid)], cached
         grader.source_notebook("ex01")   # solutions/ (else exercises/) notebook, or None
+        grader.start()               # optional: start the helper processes early (else at first use)
     result = grade_notebook(path, exercise_id=None, course=None)   # one-off (cold start, ~3-5 s)
     infer_exercise(path, course=None) -> str   # by the grade_ids the notebook carries, else by its path
 
@@ -233,6 +234,13 @@ class Grader:
     # -- lifecycle
 
     def __enter__(self) -> Grader:
+        return self
+
+    def start(self) -> Grader:
+        """Start the helper processes now (they import torch in the background), not at the first grade."""
+        with self._lock:
+            self._zygote_ready()
+            self._judge_ready()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
