@@ -67,3 +67,16 @@ def test_each_fault_fails_its_row(tmp_path, monkeypatch, capsys):
     assert "FAIL  fx01-add" in out and "hello" not in out
     assert cli.main(["check", "--only", "nope"]) == 2
     assert "unknown exercise or lesson 'nope'" in capsys.readouterr().err
+
+
+def test_the_course_exercises_are_healthy():
+    """The real exercises: solutions score full marks, releases score zero, points add up, release current."""
+    from batch_support import ROOT
+
+    course = load_course(ROOT)
+    if not course.exercises:
+        pytest.skip("course.yml lists no exercises yet")
+    rows = run_health(course, only=[e.id for e in course.exercises], skip_lessons=True)
+    failed = [f"{row.item}: {row.check}: {row.detail}" for row in rows if not row.ok]
+    assert not failed, "\n".join(failed)
+    assert len(rows) == 4 * len(course.exercises)

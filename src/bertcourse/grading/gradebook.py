@@ -112,14 +112,13 @@ def record_grades(
     student: str,
     cell_scores: dict[str, float],
     flagged: bool = False,
-    comments: dict[str, str] | None = None,
     timestamp: str | None = None,
 ) -> None:
     """Write one submission's automatic scores into the gradebook; re-recording overwrites.
 
     `cell_scores` maps each autograded cell's grade_id to its score; cells of the notebook missing from
-    it score 0. `comments` (solution cell id -> text) become nbgrader's automatic comments, which the
-    formgrader shows next to each answer. A broken submission is `flagged` for a human to look at.
+    it score 0. A submission with something to look at (a crash, a timeout, a void grade) is `flagged`
+    for the formgrader.
     """
     gradebook.update_or_create_student(student)
     kwargs = {"timestamp": timestamp} if timestamp else {}
@@ -133,6 +132,4 @@ def record_grades(
         for grade in submitted.grades:
             grade.auto_score = float(cell_scores.get(grade.name, 0.0))
             grade.needs_manual_grade = False
-        for comment in submitted.comments:
-            comment.auto_comment = (comments or {}).get(comment.name)
     gradebook.db.commit()
