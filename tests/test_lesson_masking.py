@@ -48,3 +48,18 @@ def test_lesson_01_runs_and_its_measurements_agree_with_the_recipe(data_dir):
     assert "bertcourse, same number of batches: 0 special random tokens" in text
     hf_special = int(re.search(r"random replacements, (\d+) of them special tokens", text).group(1))
     assert hf_special > 0  # the lesson's claim about transformers' collator holds on this run
+
+
+def test_lesson_02_runs_and_shows_whole_words_treated_as_units(data_dir):
+    text = execute("lessons/02_whole_word_masking.ipynb", data_dir)
+    selected, eligible, budgets = map(int, re.search(
+        r"selected (\d+) of (\d+) tokens = [\d.]+ \[[\d.]+, [\d.]+\]; the budgets sum to (\d+)", text).groups())
+    assert 0.9 * budgets <= selected <= budgets and eligible > 10_000
+    ours, per_piece = map(int, re.search(
+        r"partly \[MASK\]: (\d+) with one decision per word, (\d+) \(\d+%\) with a decision per piece", text).groups())
+    assert ours == 0 and per_piece > 0
+    assert len(re.findall(r"(token-level|whole-word)\s+(token-level|whole-word)\s+\d+\s+[\d.]+\s+\[", text)) == 4
+    assert "shown as [MASK]: 100%" in text  # transformers 5 forces [MASK] for whole-word masking
+    ours_words, offset_words = map(int, re.search(r"words by word_ids\(\): (\d+); words by touching offsets: (\d+)",
+                                                  text).groups())
+    assert offset_words < ours_words
