@@ -20,8 +20,12 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
+# The course's main job on its defaults: data and tokenizer, then pretraining the tiny BERT and its
+# parameter-matched GPT (PROFILE=cpu for the ten-minute laptop run).
 demo: install
 	$(BIN)/bertcourse data --profile $(PROFILE)
+	$(BIN)/bertcourse pretrain --arch bert --profile $(PROFILE)
+	$(BIN)/bertcourse pretrain --arch gpt --profile $(PROFILE)
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
