@@ -206,3 +206,18 @@ def test_config_rejects_bad_shapes_and_unknown_architecture():
         ModelConfig.from_profile("cpu-quick", arch="lstm")
     config = ModelConfig.from_profile("cpu-quick", dropout=0.0)
     assert config.dropout == 0.0 and not config.causal
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mask_under_autocast_stays_finite_on_an_all_padding_row(dtype):
+    """Under autocast the mask is built in the autocast type: float32's minimum would be -inf in fp16."""
+    for model in (random_bert(), random_gpt()):
+        input_ids, attention_mask, _ = padded_batch()
+        attention_mask[0] = 0
+        seen: list[torch.Tensor] = []
+        model.blocks[0].attention.register_forward_pre_hook(lambda module, args, seen=seen: seen.append(args[1]))
+        with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+            hidden = model.encode(input_ids, attention_mask)
+        assert torch.isfinite(hidden).all()
+        assert seen[0].dtype == dtype and torch.isfinite(seen[0]).all()
+        assert (seen[0] == torch.finfo(dtype).min).any()

@@ -269,9 +269,11 @@ class _LanguageModel(nn.Module):
     ) -> torch.Tensor:
         """Hidden states [batch, seq, d_model] of the last layer."""
         x = self.embeddings(input_ids, token_type_ids)
-        mask = self._attention_mask(attention_mask, x.dtype, input_ids.shape[1])
-        if mask is not None and torch.is_autocast_enabled(x.device.type):
-            mask = mask.to(torch.get_autocast_dtype(x.device.type))
+        # under autocast the scores are fp16/bf16: build the mask in that type, so that its "very
+        # negative" value is that type's own minimum (float32's would overflow fp16 to -inf)
+        autocast = torch.is_autocast_enabled(x.device.type)
+        dtype = torch.get_autocast_dtype(x.device.type) if autocast else x.dtype
+        mask = self._attention_mask(attention_mask, dtype, input_ids.shape[1])
         for block in self.blocks:
             x = block(x, mask, self.config.causal)
         return self.final_norm(x)
