@@ -48,7 +48,7 @@ def contents_table() -> str:
 
     course = load_course()
     rows = ["| # | notebook | what it teaches | open |", "|---|---|---|---|"]
-    for number, lesson in enumerate(course.lessons, 1):
+    for number, lesson in enumerate(course.lessons):
         rows.append(f"| lesson {number} | [{lesson.title}]({lesson.notebook}) | {lesson.teaches} | "
                     f"{colab_badge(lesson.notebook)} |")
     for exercise in course.exercises:
