@@ -3,36 +3,17 @@ their prose relies on (rates within their intervals, no special token selected o
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-
-ROOT = Path(__file__).resolve().parents[1]
+from lesson_support import executed_lesson, printed_text
 
 pytestmark = pytest.mark.slow
 
 
-def execute(relative: str, data_dir: Path) -> str:
-    """Run a lesson in lessons/ with BERTCOURSE_PROFILE=cpu-quick; return all its printed text."""
-    path = ROOT / relative
-    notebook = nbformat.read(path, as_version=4)
-    saved = {k: os.environ.get(k) for k in ("BERTCOURSE_PROFILE", "BERTCOURSE_DATA", "MPLBACKEND")}
-    os.environ.update(BERTCOURSE_PROFILE="cpu-quick", BERTCOURSE_DATA=str(data_dir), MPLBACKEND="Agg")
-    try:
-        NotebookClient(notebook, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return "\n".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
-                     for output in cell.outputs if output.output_type == "stream")
+def execute(relative: str, data_dir) -> str:
+    """The lesson's printed text, from the session's single execution of it."""
+    return printed_text(executed_lesson(relative, data_dir))
 
 
 def test_lesson_01_runs_and_its_measurements_agree_with_the_recipe(data_dir):
