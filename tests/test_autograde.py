@@ -167,6 +167,7 @@ def test_feedback_pages_show_results_but_no_hidden_test_source(graded):
         assert not leaked, (student, leaked)
         assert "test_add_small_integers" not in page  # check names stay with the instructor
         assert "hidden-check-source-must-never-reach-students" not in page
+        assert str(course.root) not in page, (student, "the instructor's folders leak into the feedback page")
     carol = (course.root / "feedback" / "carol" / EXERCISE / "feedback.html").read_text()
     assert "failed" in carol and "add() should return the sum of its two arguments" in carol
     assert "part <code>q1_checks</code>: 1 / 1 points" in carol

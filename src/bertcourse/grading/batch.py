@@ -254,9 +254,20 @@ def grade_job(course: Course, job: Job, cell_points: dict[str, float], submissio
             result = empty_result(exercise, job.notebook_name,
                                   f"the autograder failed on this submission ({type(exc).__name__}: {exc}); "
                                   "ask the instructor to look at it", cell_points)
+    result = _without_instructor_paths(result, job)
     record = summarise(job, result, cell_points, time.monotonic() - start, submissions)
     write_feedback(feedback_root / job.student / job.exercise_id, record, job.notebook)
     return record
+
+
+def _without_instructor_paths(result: dict, job: Job) -> dict:
+    """Reasons name the submission by its file name: the instructor's folders stay out of feedback pages."""
+    if job.notebook is None:
+        return result
+    text = json.dumps(result)
+    for path in {str(job.notebook.resolve()), str(job.notebook)}:
+        text = text.replace(json.dumps(path)[1:-1], job.notebook.name)
+    return json.loads(text)
 
 
 def _exercise_or_stub(course: Course, job: Job) -> Exercise:
