@@ -41,3 +41,28 @@ def run_checks(check_module: str, source: str, only: set[str] | None = None) -> 
     """{check name: passed} for `source` judged by `check_module` (a path relative to the course root)."""
     return run_check_module(ROOT / check_module, source, only=only)
 
+
+
+def assert_passes_every_check(check_module: str, source: str, name: str) -> None:
+    """A correct implementation must get every point, whatever order it draws its random numbers in."""
+    results = run_checks(check_module, source)
+    failed = sorted(check for check, passed in results.items() if not passed)
+    assert not failed, f"a correct implementation ({name}) fails {failed}"
+
+
+def assert_caught(check_module: str, source: str, targeted: set[str], misconception: str) -> None:
+    """The checks aimed at a misconception must all fail an implementation that has it."""
+    results = run_checks(check_module, source, only=targeted)
+    assert targeted <= set(results), targeted - set(results)
+    still_passing = sorted(check for check in targeted if results[check])
+    assert not still_passing, f"{misconception!r} passes {still_passing}"
+
+
+def assert_every_check_targeted(check_module: str, wrong: dict[str, tuple[str, set[str]]], cells: set[str]) -> None:
+    """No check goes unproven: each is the target of some wrong implementation, and each is marked."""
+    checks = checks_of(check_module)
+    targeted = set().union(*(t for _, t in wrong.values() if len(t) < len(checks)))
+    assert set(checks) == targeted, f"checks no wrong implementation targets: {sorted(set(checks) - targeted)}"
+    for name, mark in checks.items():
+        assert mark["cell"] in cells, name
+        assert mark["points"] > 0 and mark["feedback"], name

@@ -4,7 +4,12 @@ several correct implementations (different budget loops and orders of random dra
 from __future__ import annotations
 
 import pytest
-from masking_checks_support import checks_of, run_checks
+from masking_checks_support import (
+    assert_caught,
+    assert_every_check_targeted,
+    assert_passes_every_check,
+    checks_of,
+)
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
 
@@ -232,24 +237,14 @@ WRONG = {
 
 @pytest.mark.parametrize("name", sorted(CORRECT))
 def test_correct_implementation_passes_every_check(name):
-    results = run_checks(CHECKS, CORRECT[name])
-    failed = sorted(check for check, passed in results.items() if not passed)
-    assert not failed, f"a correct implementation ({name}) fails {failed}"
+    assert_passes_every_check(CHECKS, CORRECT[name], name)
 
 
 @pytest.mark.parametrize("misconception", sorted(WRONG))
 def test_misconception_fails_its_check(misconception):
     source, targeted = WRONG[misconception]
-    results = run_checks(CHECKS, source, only=targeted)
-    assert targeted <= set(results), targeted - set(results)
-    still_passing = sorted(check for check in targeted if results[check])
-    assert not still_passing, f"{misconception!r} passes {still_passing}"
+    assert_caught(CHECKS, source, targeted, misconception)
 
 
 def test_every_check_is_targeted_by_some_misconception_and_marked():
-    checks = checks_of(CHECKS)
-    targeted = set().union(*(t for _, t in WRONG.values() if len(t) < len(checks)))
-    assert set(checks) == targeted
-    for name, mark in checks.items():
-        assert mark["cell"] == "whole_word_mask_checks", name
-        assert mark["points"] > 0 and mark["feedback"], name
+    assert_every_check_targeted(CHECKS, WRONG, {"whole_word_mask_checks"})
