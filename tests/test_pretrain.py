@@ -192,3 +192,52 @@ def test_pretrain_command_end_to_end(tmp_path, data_dir):
     again = command(9, "--resume")
     assert again.returncode == 2
     assert "max_steps: checkpoint 8, this run 9" in again.stderr and str(out) in again.stderr
+
+
+KILLABLE_RUN = """
+import sys, time
+import bertcourse.train as train
+from bertcourse.data import Corpus, load_corpus
+from bertcourse.tokenizer import load_tokenizer
+
+data_dir, out_dir, mode, pause = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+corpus = load_corpus(data_dir=data_dir)
+tokenizer = load_tokenizer("cpu-quick", corpus=corpus, progress=False)
+small = Corpus(corpus.train[:2000], corpus.heldout[:100], corpus.source)
+make_batch = train.make_batch
+# A pause per step (no random draws) leaves time to kill the run part-way; it changes no result.
+train.make_batch = lambda *args, **kwargs: (time.sleep(pause), make_batch(*args, **kwargs))[1]
+train.pretrain(train.PretrainOptions(profile="cpu-quick", out_dir=out_dir, max_steps=24, eval_every=12,
+                                     checkpoint_every=4, progress=False, resume=mode == "resume"),
+               corpus=small, tokenizer=tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, data_dir, quick_tokenizer):
+    """The real thing: a separate process killed with SIGKILL between checkpoints, then `resume`."""
+    import signal
+    import time
+
+    def start(out: Path, mode: str, pause: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", KILLABLE_RUN, str(data_dir), str(out), mode, str(pause)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    straight = start(tmp_path / "straight", "fresh", 0.0)
+    killed = start(tmp_path / "killed", "fresh", 0.3)
+    deadline = time.monotonic() + 300
+    while not ((tmp_path / "killed" / CHECKPOINT_NAME).exists() and load_checkpoint(tmp_path / "killed")["step"] >= 8):
+        assert killed.poll() is None, f"the run ended before it could be killed: {killed.stderr.read()}"
+        assert time.monotonic() < deadline, "no checkpoint within 5 minutes"
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(60)
+    assert 8 <= load_checkpoint(tmp_path / "killed")["step"] < 24
+    resumed = start(tmp_path / "killed", "resume", 0.0)
+    assert resumed.wait(300) == 0, resumed.stderr.read()
+    assert straight.wait(300) == 0, straight.stderr.read()
+    uninterrupted, after_kill = load_checkpoint(tmp_path / "straight"), load_checkpoint(tmp_path / "killed")
+    assert uninterrupted["step"] == after_kill["step"] == 24
+    for name, weight in uninterrupted["model"].items():
+        assert torch.equal(weight, after_kill["model"][name]), name
+    assert uninterrupted["history"] == after_kill["history"]
