@@ -7,10 +7,20 @@ that `bertcourse --help` answers at once instead of waiting for torch to import.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
 from bertcourse.errors import BertcourseError
+
+
+def _runs(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+    """A handler that imports `module` only when the subcommand runs (torch and nbgrader load slowly)."""
+
+    def handler(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(module), function)(args)
+
+    return handler
 
 
 def _add_common_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,12 +39,6 @@ def _add_common_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="cpu", help="hardware profile from course.yml (default: cpu)")
 
 
-def _cmd_data(args: argparse.Namespace) -> int:
-    from bertcourse.datastats import data_command
-
-    return data_command(args)
-
-
 def _add_data(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "data",
@@ -44,13 +48,7 @@ def _add_data(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_common_data_arguments(parser)
     parser.add_argument("--tokenizer", help="a hub tokenizer name (e.g. bert-base-uncased) instead of training one")
-    parser.set_defaults(handler=_cmd_data)
-
-
-def _cmd_release(args: argparse.Namespace) -> int:
-    from bertcourse.grading.release import release_command
-
-    return release_command(args)
+    parser.set_defaults(handler=_runs("bertcourse.datastats", "data_command"))
 
 
 def _add_release(subparsers: argparse._SubParsersAction) -> None:
@@ -63,13 +61,7 @@ def _add_release(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
     parser.add_argument("--db-url", help="gradebook database URL (default: from autograder/nbgrader_config.py)")
-    parser.set_defaults(handler=_cmd_release)
-
-
-def _cmd_autograde(args: argparse.Namespace) -> int:
-    from bertcourse.grading.batch import autograde_command
-
-    return autograde_command(args)
+    parser.set_defaults(handler=_runs("bertcourse.grading.release", "release_command"))
 
 
 def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
@@ -92,13 +84,7 @@ def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
                         "(default: the folder holding SUBMISSIONS_DIR)")
     parser.add_argument("--force", action="store_true", help="grade again submissions graded before")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=_cmd_autograde)
-
-
-def _cmd_check(args: argparse.Namespace) -> int:
-    from bertcourse.grading.health import check_command
-
-    return check_command(args)
+    parser.set_defaults(handler=_runs("bertcourse.grading.batch", "autograde_command"))
 
 
 def _add_check(subparsers: argparse._SubParsersAction) -> None:
@@ -113,13 +99,7 @@ def _add_check(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--only", action="append", metavar="ID", help="only this exercise or lesson (repeatable)")
     parser.add_argument("--skip-lessons", action="store_true", help="do not execute the lesson notebooks")
     parser.add_argument("--lesson-timeout", type=float, default=600, help="seconds per lesson cell (default: 600)")
-    parser.set_defaults(handler=_cmd_check)
-
-
-def _cmd_grade(args: argparse.Namespace) -> int:
-    from bertcourse.grading.report import grade_command
-
-    return grade_command(args)
+    parser.set_defaults(handler=_runs("bertcourse.grading.health", "check_command"))
 
 
 def _add_grade(subparsers: argparse._SubParsersAction) -> None:
@@ -134,13 +114,7 @@ def _add_grade(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("notebook", help="the .ipynb file to grade (e.g. your copy from exercises/)")
     parser.add_argument("--exercise", metavar="ID",
                         help="exercise id from course.yml (default: inferred from the notebook's cells/path)")
-    parser.set_defaults(handler=_cmd_grade)
-
-
-def _cmd_pretrain(args: argparse.Namespace) -> int:
-    from bertcourse.train import pretrain_command
-
-    return pretrain_command(args)
+    parser.set_defaults(handler=_runs("bertcourse.grading.report", "grade_command"))
 
 
 def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
@@ -161,7 +135,7 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA: faster)")
     parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=_cmd_pretrain)
+    parser.set_defaults(handler=_runs("bertcourse.train", "pretrain_command"))
 
 
 # Each entry adds one subcommand. Later parts of the course add theirs here.
