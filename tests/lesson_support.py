@@ -14,22 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @functools.cache
 def executed_lesson(relative: str, data_dir: Path) -> nbformat.NotebookNode:
     """Run `relative` (a lesson path) top to bottom with the quick profile on the real data."""
-    from nbclient import NotebookClient
+    from bertcourse.notebook import execute_notebook
 
     path = ROOT / relative
     notebook = nbformat.read(path, as_version=4)
-    saved = {k: os.environ.get(k) for k in ("BERTCOURSE_PROFILE", "BERTCOURSE_DATA")}
-    os.environ.update(BERTCOURSE_PROFILE=os.environ.get("BERTCOURSE_PROFILE") or "cpu-quick",
-                      BERTCOURSE_DATA=str(data_dir))
-    try:
-        NotebookClient(notebook, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    profile = os.environ.get("BERTCOURSE_PROFILE") or "cpu-quick"
+    execute_notebook(notebook, path.parent, 600, {"BERTCOURSE_PROFILE": profile, "BERTCOURSE_DATA": str(data_dir)})
     return notebook
 
 

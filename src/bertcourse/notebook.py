@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 PROFILE_VARIABLE = "BERTCOURSE_PROFILE"
 
@@ -69,3 +72,25 @@ def update_readme(path: str = "README.md") -> None:
     start = text.index("\n", text.index("<!-- course-contents")) + 1
     end = text.index("<!-- /course-contents -->")
     readme.write_text(text[:start] + contents_table() + "\n" + text[end:])
+
+
+def execute_notebook(notebook: Any, folder: Path, timeout: float, env: Mapping[str, str]) -> None:
+    """Run `notebook` (an nbformat node, filled with outputs in place) top to bottom in `folder`.
+
+    `env` is set in this process only while the kernel starts and runs (the kernel inherits it), then
+    restored, so a test or `bertcourse check` leaves the caller's environment as it found it. nbclient's
+    exceptions (CellExecutionError, CellTimeoutError) pass through for the caller to report.
+    """
+    from nbclient import NotebookClient
+
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(folder)}}).execute()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

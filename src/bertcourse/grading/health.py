@@ -17,6 +17,7 @@ from typing import Any
 
 from bertcourse.course import Course, Exercise, Lesson
 from bertcourse.errors import BertcourseError
+from bertcourse.notebook import PROFILE_VARIABLE, execute_notebook
 
 QUICK_PROFILE = "cpu-quick"
 
@@ -110,27 +111,18 @@ def lesson_row(course: Course, lesson: Lesson, cell_timeout: float) -> HealthRow
 
     path = course.path(lesson.notebook)
     start = time.monotonic()
-    saved = {k: os.environ.get(k) for k in ("BERTCOURSE_PROFILE", "BERTCOURSE_ROOT")}
-    os.environ.setdefault("BERTCOURSE_PROFILE", QUICK_PROFILE)  # the kernel inherits this environment
-    os.environ["BERTCOURSE_ROOT"] = str(course.root)
+    profile = os.environ.get(PROFILE_VARIABLE) or QUICK_PROFILE  # the kernel inherits the environment
     try:
         nb = nbformat.read(path, as_version=4)
-        client = nbclient.NotebookClient(nb, timeout=cell_timeout, kernel_name="python3",
-                                         resources={"metadata": {"path": str(path.parent)}})
-        client.execute()
-        ok, detail = True, f"ran with profile {os.environ['BERTCOURSE_PROFILE']}"
+        env = {PROFILE_VARIABLE: profile, "BERTCOURSE_ROOT": str(course.root)}
+        execute_notebook(nb, path.parent, cell_timeout, env)
+        ok, detail = True, f"ran with profile {profile}"
     except nbclient.exceptions.CellExecutionError as exc:
         ok, detail = False, _cell_error(nb, exc)
     except nbclient.exceptions.CellTimeoutError as exc:
         ok, detail = False, f"a cell ran longer than {cell_timeout:g} s: {str(exc).splitlines()[0]}"
     except Exception as exc:  # no kernel, unreadable notebook, ...: the lesson cannot run either way
         ok, detail = False, f"{type(exc).__name__}: {exc}"
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return HealthRow(lesson.id, "lesson executes", ok, detail, time.monotonic() - start)
 
 
