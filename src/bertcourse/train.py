@@ -61,7 +61,7 @@ class PretrainOptions:
     checkpoint_every: int | None = None  # override the profile
     progress: bool = True
     stop_after: int | None = None  # stop abruptly after this step, as if killed (tests and demos)
-    model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. {"dropout": 0.0}
+    model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. {"dropout": 0.1}
 
 
 @dataclass
@@ -357,11 +357,16 @@ def lr_factor(step: int, warmup_steps: int, max_steps: int, final_fraction: floa
 
 
 def _optimizer(model: torch.nn.Module, spec: Any) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (biases and LayerNorm gains are not decayed)."""
+    """AdamW; weight decay on matrices only (biases and LayerNorm gains are not decayed).
+
+    The fused implementation updates all parameters in one kernel: on the CPU it takes a quarter of the
+    time of the default one, which matters for a model this small (benchmarks/README.md).
+    """
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=spec.learning_rate, betas=(0.9, 0.98), eps=1e-6)
+    fused = next(model.parameters()).device.type in ("cpu", "cuda")
+    return torch.optim.AdamW(groups, lr=spec.learning_rate, betas=(0.9, 0.98), eps=1e-6, fused=fused)
 
 
 def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, tokenizer: Any = None) -> PretrainResult:
