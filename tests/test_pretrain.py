@@ -137,6 +137,24 @@ def test_a_corrupt_or_foreign_checkpoint_gives_a_clear_error(tmp_path, small_cor
         load_checkpoint(tmp_path / "elsewhere")
 
 
+def test_run_folder_follows_the_profile_settings_and_the_corpus(tmp_path):
+    import dataclasses
+
+    from bertcourse.course import load_course
+    from bertcourse.train import run_folder
+
+    course = load_course()
+    corpus = Corpus(["one sentence", "another one"], ["held out"], "test")
+    folder = run_folder("lesson03-bert", "cpu", corpus, course=course)
+    assert folder.parent == course.root / "runs" and folder.name.startswith("lesson03-bert-cpu-")
+    assert run_folder("lesson03-bert", "cpu", corpus, course=course) == folder  # a rerun finds its run
+    assert run_folder("lesson03-bert", "cpu", Corpus(["other data"], ["held out"], "test"), course=course) != folder
+    cpu = course.profile("cpu")
+    longer = dataclasses.replace(cpu, pretrain=dataclasses.replace(cpu.pretrain, max_steps=cpu.pretrain.max_steps + 1))
+    changed = dataclasses.replace(course, profiles={**course.profiles, "cpu": longer})
+    assert run_folder("lesson03-bert", "cpu", corpus, course=changed) != folder  # a course update: a new run
+
+
 def test_lr_warms_up_then_decays():
     factors = [lr_factor(step, 10, 100) for step in range(100)]
     assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
@@ -184,16 +202,25 @@ def test_pretrain_command_end_to_end(tmp_path, data_dir):
             [sys.executable, "-m", "bertcourse.cli", *args], capture_output=True, text=True, timeout=300
         )
 
-    done = command(8)
+    done = command(8, "--dropout", "0.1")
     assert done.returncode == 0, done.stderr
     assert "BertForMLM" in done.stdout and "gpt counterpart" in done.stdout
     assert "held-out masked-token loss" in done.stdout
     assert {"checkpoint.pt", "metrics.json", "loss_curve.png"} <= {p.name for p in out.iterdir()}
     model, _ = load_pretrained(out)
-    assert isinstance(model, BertForMLM)
-    again = command(9, "--resume")
+    assert isinstance(model, BertForMLM) and model.config.dropout == 0.1  # the profile has 0.0
+    again = command(9, "--resume", "--dropout", "0.1")
     assert again.returncode == 2
     assert "max_steps: checkpoint 8, this run 9" in again.stderr and str(out) in again.stderr
+
+
+@pytest.mark.parametrize("flag, value", [("--dropout", "1.0"), ("--dropout", "-0.1"), ("--max-steps", "0")])
+def test_pretrain_command_rejects_bad_numbers_before_loading_anything(flag, value, tmp_path, capsys):
+    from bertcourse import cli
+
+    assert cli.main(["pretrain", "--profile", "cpu-quick", "--out", str(tmp_path / "run"), flag, value]) == 2
+    assert flag in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 KILLABLE_RUN = """

@@ -131,6 +131,7 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="output folder (default: runs/pretrain-ARCH-PROFILE)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     parser.add_argument("--max-steps", type=int, help="override the profile's number of steps")
+    parser.add_argument("--dropout", type=float, help="override the profile's dropout probability, 0 <= P < 1")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA: faster)")
     parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")

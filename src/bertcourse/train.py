@@ -281,6 +281,19 @@ def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_step
     }
 
 
+def run_folder(name: str, profile: str, corpus: Any, course: Any = None) -> Path:
+    """`runs/NAME-PROFILE-DIGEST`, the digest covering the profile's settings and the corpus.
+
+    A notebook that reruns finds its own checkpoint and resumes; after a course update changes the
+    profile (or with other data) it starts in a new folder instead of being refused by the resume check.
+    """
+    from bertcourse.course import load_course
+
+    course = course or load_course()
+    digest = hashlib.sha256(f"{course.profile(profile)!r}\n{corpus.fingerprint()}".encode()).hexdigest()[:12]
+    return course.root / "runs" / f"{name}-{profile}-{digest}"
+
+
 def save_checkpoint(path: Path, state: dict) -> None:
     """Write to a temporary file in the same folder, then rename: a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -582,6 +595,7 @@ __all__ = [
     "load_checkpoint",
     "load_pretrained",
     "save_checkpoint",
+    "run_folder",
     "plot_history",
     "lr_factor",
 ]
@@ -602,9 +616,12 @@ def pretrain_command(args: Any) -> int:
         compile=args.compile,
         device=args.device,
         progress=not args.no_progress,
+        model_overrides={} if args.dropout is None else {"dropout": args.dropout},
     )
     if options.max_steps is not None and options.max_steps < 1:
         raise BertcourseError(f"--max-steps must be at least 1, got {options.max_steps}")
+    if args.dropout is not None and not 0 <= args.dropout < 1:
+        raise BertcourseError(f"--dropout must be at least 0 and below 1, got {args.dropout}")
     result = pretrain(options)
     final = result.final_eval
     what = "masked-token" if args.arch == "bert" else "next-token"
