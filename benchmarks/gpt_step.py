@@ -1,0 +1,50 @@
+"""Where a training step of the parameter-matched GPT goes on the CPU (the `cpu` profile's size).
+
+The GPT predicts the next token at EVERY position, so its head makes a 4096 x 8000 logits tensor
+(131 MB in fp32) per batch, plus its log-softmax and their gradients. Allocations that large are
+served by glibc with fresh pages from the kernel each time (mmap), which are zero-filled on first
+touch: this script reports the step time with the process's system (kernel) CPU time per step beside
+it. Run it as is, then with `MALLOC_MMAP_THRESHOLD_=4294967296` in the environment to compare.
+
+    .venv/bin/python benchmarks/gpt_step.py
+    MALLOC_MMAP_THRESHOLD_=4294967296 .venv/bin/python benchmarks/gpt_step.py
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from bertcourse.model import GPT, ModelConfig
+
+
+def main(steps: int = 15) -> None:
+    torch.manual_seed(0)
+    model = GPT(ModelConfig.from_profile("cpu", arch="gpt"))
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    ids = torch.randint(5, model.config.vocab_size, (32, model.config.max_seq_len))
+    mask = torch.ones_like(ids)
+
+    def step() -> None:
+        loss = model(ids, mask, labels=ids).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step()  # warm-up
+    start, before = time.perf_counter(), os.times()
+    for _ in range(steps):
+        step()
+    after = os.times()
+    print(
+        f"GPT, cpu profile, batch 32 x {model.config.max_seq_len}, {torch.get_num_threads()} threads, "
+        f"MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_', 'unset')}: "
+        f"{(time.perf_counter() - start) / steps * 1000:.0f} ms per step, of which the kernel's CPU time "
+        f"{(after.system - before.system) / steps * 1000:.0f} ms (summed over threads)"
+    )
+
+
+if __name__ == "__main__":
+    main()
