@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The course's main job on its defaults: data and tokenizer, then pretraining the tiny BERT and its
-# parameter-matched GPT (PROFILE=cpu on a 2-core laptop: ~10 minutes for the BERT, ~30 for the GPT,
+# parameter-matched GPT (PROFILE=cpu on a 2-core laptop: ~10 minutes for the BERT, ~25 for the GPT,
 # whose next-token head runs at every position).
 demo: install
 	$(BIN)/bertcourse data --profile $(PROFILE)

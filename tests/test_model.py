@@ -152,7 +152,12 @@ def test_mlm_head_is_tied_to_the_token_embedding():
     assert state["head.decoder.weight"].data_ptr() == state["embeddings.token_embedding.weight"].data_ptr()
 
 
-def test_logits_only_at_selected_positions_equal_the_full_computation():
+@pytest.mark.parametrize("rows_per_chunk", [None, 1, 2, 5])  # None: the default (one chunk at this size)
+def test_logits_only_at_selected_positions_equal_the_full_computation(rows_per_chunk, monkeypatch):
+    import bertcourse.model
+
+    if rows_per_chunk is not None:  # the head then runs on chunks of this many rows
+        monkeypatch.setattr(bertcourse.model, "LOGITS_CHUNK_BYTES", rows_per_chunk * 4 * TINY["vocab_size"])
     for model in (random_bert(), random_gpt()):
         input_ids, attention_mask, token_type_ids = padded_batch()
         labels = torch.full_like(input_ids, IGNORE_INDEX)
@@ -174,6 +179,25 @@ def test_logits_only_at_selected_positions_equal_the_full_computation():
             full.reshape(-1, full.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
         )
         torch.testing.assert_close(out.loss, expected, atol=1e-5, rtol=1e-5)
+
+        # and the same gradients as the loss over the full logits
+        model.zero_grad()
+        model(input_ids, attention_mask, labels=labels_for_grad(model, labels), **kwargs).loss.backward()
+        chunked = {name: p.grad.clone() for name, p in model.named_parameters()}
+        model.zero_grad()
+        full = model(input_ids, attention_mask, **kwargs).logits
+        if isinstance(model, GPT):
+            full = full[:, :-1]
+        F.cross_entropy(full.reshape(-1, full.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX).backward()
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(chunked[name], p.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def labels_for_grad(model, shifted: torch.Tensor) -> torch.Tensor:
+    """The labels to pass in again: the GPT shifts them itself, so undo the test's shift."""
+    if not isinstance(model, GPT):
+        return shifted
+    return torch.cat([torch.full_like(shifted[:, :1], IGNORE_INDEX), shifted], dim=1)
 
 
 def test_a_batch_without_targets_gives_a_zero_loss_that_backpropagates():

@@ -14,6 +14,7 @@ once their weights are copied over.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 IGNORE_INDEX = -100  # label of positions that do not enter the loss (PyTorch's cross_entropy default)
+LOGITS_CHUNK_BYTES = 16 * 2**20  # the head's logits are computed in chunks of about this size (see _predict)
 
 
 @dataclass
@@ -214,11 +216,19 @@ class PredictionHead(nn.Module):
 @dataclass
 class LMOutput:
     """`logits` are [n_selected, vocab] (rows in the order of `labels != -100`) when labels are given,
-    else [batch, seq, vocab]. `loss` is the mean cross-entropy over the selected positions."""
+    else [batch, seq, vocab]. `loss` is the mean cross-entropy over the selected positions.
+
+    The head computes the logits in chunks; they are joined into one tensor only when `logits` is first
+    read, so a training step that needs only the loss never builds it.
+    """
 
     loss: torch.Tensor | None
-    logits: torch.Tensor
+    logit_chunks: list[torch.Tensor]
     hidden_states: torch.Tensor
+
+    @functools.cached_property
+    def logits(self) -> torch.Tensor:
+        return self.logit_chunks[0] if len(self.logit_chunks) == 1 else torch.cat(self.logit_chunks)
 
 
 class _LanguageModel(nn.Module):
@@ -280,16 +290,22 @@ class _LanguageModel(nn.Module):
 
     def _predict(self, hidden: torch.Tensor, labels: torch.Tensor | None) -> LMOutput:
         if labels is None:
-            return LMOutput(None, self.head(hidden), hidden)
+            return LMOutput(None, [self.head(hidden)], hidden)
         # Only the positions that enter the loss go through the head: with 15% of tokens selected this
         # skips most of the largest matrix product of a small model (d_model x vocab per token).
         selected = labels != IGNORE_INDEX
-        logits = self.head(hidden[selected])
-        if logits.shape[0] == 0:
-            loss = logits.sum()  # no target in the batch: a zero loss that still backpropagates
-        else:
-            loss = F.cross_entropy(logits.float(), labels[selected])
-        return LMOutput(loss, logits, hidden)
+        rows, targets = hidden[selected], labels[selected]
+        if rows.shape[0] == 0:
+            logits = self.head(rows)
+            return LMOutput(logits.sum(), [logits], hidden)  # no target: a zero loss that still backpropagates
+        # The head runs on chunks of at most ~16 MB of logits. The GPT predicts at every position, and
+        # one 130 MB logits tensor (and its softmax and gradients) would be a fresh allocation from the
+        # operating system every step, its pages zero-filled on first touch; chunks this size are
+        # recycled by the C allocator instead (benchmarks/README.md). Same loss: one sum, divided once.
+        per_chunk = max(1, LOGITS_CHUNK_BYTES // (4 * self.config.vocab_size))
+        pieces = [self.head(part) for part in rows.split(per_chunk)]
+        total = sum(F.cross_entropy(p.float(), t, reduction="sum") for p, t in zip(pieces, targets.split(per_chunk)))
+        return LMOutput(total / len(targets), pieces, hidden)
 
 
 class BertForMLM(_LanguageModel):
