@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import torch
+from pretraining import Runner  # the same training step (fused AdamW) as the BERT benchmark
 
 import bertcourse.model
 from bertcourse.model import GPT, ModelConfig
@@ -30,27 +30,20 @@ def main(steps: int = 15) -> None:
     if one_chunk:
         bertcourse.model.LOGITS_CHUNK_BYTES = 2**40
     torch.manual_seed(0)
-    model = GPT(ModelConfig.from_profile("cpu", arch="gpt"))
-    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
-    ids = torch.randint(5, model.config.vocab_size, (32, model.config.max_seq_len))
-    mask = torch.ones_like(ids)
+    runner = Runner("GPT", GPT(ModelConfig.from_profile("cpu", arch="gpt")))
+    config = runner.model.config
+    ids = torch.randint(5, config.vocab_size, (32, config.max_seq_len))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
 
-    def step() -> None:
-        loss = model(ids, mask, labels=ids).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    step()  # warm-up
-    start, before = time.perf_counter(), os.times()
-    for _ in range(steps):
-        step()
+    runner.step(batch)  # warm-up
+    before = os.times()
+    seconds = runner.timed([batch] * steps)
     after = os.times()
     print(
-        f"GPT, cpu profile, batch 32 x {model.config.max_seq_len}, {torch.get_num_threads()} threads, "
+        f"GPT, cpu profile, batch 32 x {config.max_seq_len}, {torch.get_num_threads()} threads, "
         f"{'logits in one chunk' if one_chunk else 'logits in chunks'}, "
         f"MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_', 'unset')}: "
-        f"{(time.perf_counter() - start) / steps * 1000:.0f} ms per step, of which the kernel's CPU time "
+        f"{seconds * 1000:.0f} ms per step, of which the kernel's CPU time "
         f"{(after.system - before.system) / steps * 1000:.0f} ms (summed over threads)"
     )
 

@@ -167,37 +167,25 @@ def test_logits_only_at_selected_positions_equal_the_full_computation(rows_per_c
         selected[3, 6] = True
         labels[selected] = input_ids[selected]
         kwargs = {} if isinstance(model, GPT) else {"token_type_ids": token_type_ids}
-        with torch.no_grad():
-            full = model(input_ids, attention_mask, **kwargs).logits
-            out = model(input_ids, attention_mask, labels=labels, **kwargs)
-        if isinstance(model, GPT):  # position t predicts labels[t + 1]
-            full, labels = full[:, :-1], labels[:, 1:]
-        chosen = labels != IGNORE_INDEX
-        assert out.logits.shape == (int(chosen.sum()), model.config.vocab_size)
-        torch.testing.assert_close(out.logits, full[chosen], atol=1e-5, rtol=1e-5)
-        expected = F.cross_entropy(
-            full.reshape(-1, full.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
-        )
-        torch.testing.assert_close(out.loss, expected, atol=1e-5, rtol=1e-5)
-
-        # and the same gradients as the loss over the full logits
         model.zero_grad()
-        model(input_ids, attention_mask, labels=labels_for_grad(model, labels), **kwargs).loss.backward()
-        chunked = {name: p.grad.clone() for name, p in model.named_parameters()}
+        out = model(input_ids, attention_mask, labels=labels, **kwargs)
+        out.loss.backward()
+        chunked_grads = {name: p.grad.clone() for name, p in model.named_parameters()}
         model.zero_grad()
         full = model(input_ids, attention_mask, **kwargs).logits
-        if isinstance(model, GPT):
-            full = full[:, :-1]
-        F.cross_entropy(full.reshape(-1, full.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX).backward()
+        targets = labels
+        if isinstance(model, GPT):  # position t predicts labels[t + 1]
+            full, targets = full[:, :-1], labels[:, 1:]
+        chosen = targets != IGNORE_INDEX
+        assert out.logits.shape == (int(chosen.sum()), model.config.vocab_size)
+        torch.testing.assert_close(out.logits.detach(), full[chosen].detach(), atol=1e-5, rtol=1e-5)
+        expected = F.cross_entropy(
+            full.reshape(-1, full.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX
+        )
+        torch.testing.assert_close(out.loss.detach(), expected.detach(), atol=1e-5, rtol=1e-5)
+        expected.backward()  # and the same gradients as the loss over the full logits
         for name, p in model.named_parameters():
-            torch.testing.assert_close(chunked[name], p.grad, atol=1e-6, rtol=1e-5, msg=name)
-
-
-def labels_for_grad(model, shifted: torch.Tensor) -> torch.Tensor:
-    """The labels to pass in again: the GPT shifts them itself, so undo the test's shift."""
-    if not isinstance(model, GPT):
-        return shifted
-    return torch.cat([torch.full_like(shifted[:, :1], IGNORE_INDEX), shifted], dim=1)
+            torch.testing.assert_close(chunked_grads[name], p.grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
 def test_a_batch_without_targets_gives_a_zero_loss_that_backpropagates():
