@@ -9,15 +9,15 @@ PROFILE ?= cpu-quick
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: demo test lab lint release check readme install clean
+.PHONY: demo test lab lint release check readme setup-cells install clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=77"  # builds the course without isolation too
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[instructor,dev]"
 	touch $@
 
 # The course's main job on its defaults: data and tokenizer, then pretraining the tiny BERT and its
@@ -34,8 +34,11 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 
+# The course's environment goes first on the server's PATH, which its kernels inherit: `!bertcourse ...`
+# and `!pip` in a cell then find the course's own commands. JUPYTER is a seam for tests/test_environment.py.
+JUPYTER ?= $(BIN)/jupyter
 lab: install
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,)
+	PATH="$(abspath $(BIN)):$$PATH" $(JUPYTER) lab $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 release: install
 	$(BIN)/bertcourse release
@@ -45,6 +48,12 @@ check: install
 
 readme: install
 	$(BIN)/python -c 'from bertcourse.notebook import update_readme; update_readme()'
+
+# Every notebook's first code cell opens with the Colab set-up generated from course.yml (repository, branch);
+# the releases in exercises/ follow from the solutions.
+setup-cells: install
+	$(BIN)/python -c 'from bertcourse.notebook import write_setup_cells; write_setup_cells()'
+	$(BIN)/bertcourse release
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

@@ -1,26 +1,76 @@
-"""Executing lesson notebooks once per test session: several tests read the same executed lesson."""
+"""Executing lesson notebooks once per test session: several tests read the same executed lesson.
+
+Each lesson is run as a student runs it: Run All, then Run All again in the same kernel (the second run
+catches anything the first leaves behind in the kernel, such as a matplotlib backend switched off).
+"""
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+PLOTTING = re.compile(r"\bplt\.|\bplot_\w+\(|\.imshow\(|\.subplots\(")
+
+
+@contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """`env` in this process (the kernel inherits it) while the block runs, then restored."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @functools.cache
-def executed_lesson(relative: str, data_dir: Path) -> nbformat.NotebookNode:
-    """Run `relative` (a lesson path) top to bottom with the quick profile on the real data."""
-    from bertcourse.notebook import execute_notebook
+def _run_all_twice(relative: str, data_dir: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    """The lesson after Run All, and after a second Run All in the same kernel (quick profile, real data)."""
+    from nbclient import NotebookClient
 
     path = ROOT / relative
     notebook = nbformat.read(path, as_version=4)
     profile = os.environ.get("BERTCOURSE_PROFILE") or "cpu-quick"
-    execute_notebook(notebook, path.parent, 600, {"BERTCOURSE_PROFILE": profile, "BERTCOURSE_DATA": str(data_dir)})
-    return notebook
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with _environment({"BERTCOURSE_PROFILE": profile, "BERTCOURSE_DATA": str(data_dir)}), client.setup_kernel():
+        runs = []
+        for _ in range(2):
+            for index, cell in enumerate(notebook.cells):
+                client.execute_cell(cell, index)
+            runs.append(copy.deepcopy(notebook))
+    return runs[0], runs[1]
+
+
+def executed_lesson(relative: str, data_dir: Path) -> nbformat.NotebookNode:
+    """Run `relative` (a lesson path) top to bottom with the quick profile on the real data."""
+    return _run_all_twice(relative, data_dir)[0]
+
+
+def executed_again(relative: str, data_dir: Path) -> nbformat.NotebookNode:
+    """The same lesson after a second Run All in the kernel of the first."""
+    return _run_all_twice(relative, data_dir)[1]
+
+
+def plotting_cells(notebook: nbformat.NotebookNode) -> list[int]:
+    """Indices of the code cells that draw a figure."""
+    return [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code" and PLOTTING.search(cell.source)]
+
+
+def shows_image(cell: nbformat.NotebookNode) -> bool:
+    return any("image/png" in output.get("data", {}) for output in cell.get("outputs", []))
 
 
 def printed_text(notebook: nbformat.NotebookNode) -> str:

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
-from bertcourse.grading.testing import run_check_module
+from bertcourse.grading.testing import run_check_module, shared_grader
+from bertcourse.grading.testing import run_checks as run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
+CHECKS_DIR = ROOT / "autograder" / "checks"
 
 
 @functools.cache
 def _load(path: Path):
+    if str(CHECKS_DIR) not in sys.path:  # the check modules import their shared helpers as `_common`
+        sys.path.insert(0, str(CHECKS_DIR))
     spec = importlib.util.spec_from_file_location(f"hidden_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -50,19 +55,75 @@ def assert_passes_every_check(check_module: str, source: str, name: str) -> None
     assert not failed, f"a correct implementation ({name}) fails {failed}"
 
 
-def assert_caught(check_module: str, source: str, targeted: set[str], misconception: str) -> None:
-    """The checks aimed at a misconception must all fail an implementation that has it."""
-    results = run_checks(check_module, source, only=targeted)
-    assert targeted <= set(results), targeted - set(results)
+def assert_caught(check_module: str, source: str, targeted: set[str], misconception: str,
+                  must_pass: frozenset[str] = frozenset()) -> dict[str, bool]:
+    """The checks aimed at a misconception must all fail an implementation that has it, and the checks in
+    `must_pass` (properties it does not break) must pass it: other mistakes do not trip a check."""
+    results = run_checks(check_module, source, only=set(targeted) | set(must_pass))
+    assert set(targeted) | set(must_pass) <= set(results), (set(targeted) | set(must_pass)) - set(results)
     still_passing = sorted(check for check in targeted if results[check])
     assert not still_passing, f"{misconception!r} passes {still_passing}"
+    tripped = sorted(check for check in must_pass if not results[check])
+    assert not tripped, f"{misconception!r} also fails {tripped}, which it does not break"
+    return results
 
 
-def assert_every_check_targeted(check_module: str, wrong: dict[str, tuple[str, set[str]]], cells: set[str]) -> None:
+def wrong_entry(entry: tuple) -> tuple[str, set[str], frozenset[str]]:
+    """(source, targeted checks, checks that must still pass) from a WRONG table entry of 2 or 3 items."""
+    source, targeted, *rest = entry
+    return source, set(targeted), frozenset(rest[0]) if rest else frozenset()
+
+
+def assert_every_check_targeted(check_module: str, wrong: dict[str, tuple], cells: set[str]) -> None:
     """No check goes unproven: each is the target of some wrong implementation, and each is marked."""
     checks = checks_of(check_module)
-    targeted = set().union(*(t for _, t in wrong.values() if len(t) < len(checks)))
+    targets = [wrong_entry(entry)[1] for entry in wrong.values()]
+    targeted = set().union(*(t for t in targets if len(t) < len(checks)))
     assert set(checks) == targeted, f"checks no wrong implementation targets: {sorted(set(checks) - targeted)}"
     for name, mark in checks.items():
         assert mark["cell"] in cells, name
         assert mark["points"] > 0 and mark["feedback"], name
+
+
+def assert_scores_zero(check_module: str, sources: dict[str, str], what: str) -> None:
+    """A notebook that does not do the work (stubs returning their input, raising NotImplementedError, or
+    returning well-formed nothing) must score exactly 0: no side condition pays for a stub."""
+    result = run_notebook(ROOT / check_module, sources)
+    assert not result.error, result.error
+    passed = sorted(check.name for check in result.checks if check.passed)
+    assert not passed and result.score == 0, f"{what} scores {result.score}: {passed} pass"
+
+
+def assert_release_scores_zero(notebook: str, exercise: str) -> None:
+    """The student release (exercises/), graded as it is handed out, scores exactly 0."""
+    result = shared_grader().grade(ROOT / notebook, exercise)
+    assert not result.error, result.error
+    passed = sorted(check.name for check in result.checks if check.passed)
+    assert not passed and result.score == 0 and result.max_score > 0, f"the release scores {result.score}: {passed}"
+
+
+def visible_cell(notebook: str, grade_id: str) -> str:
+    """The source of a visible test cell of a solution notebook."""
+    import nbformat
+
+    nb = nbformat.read(ROOT / notebook, as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def visible_bounds(source: str, variable: str) -> tuple[float, float]:
+    """(low, high) of a visible test's `low < variable < high`."""
+    import re
+
+    found = re.findall(rf"([0-9.]+) < {variable} < ([0-9.]+)", source)
+    assert len(found) == 1, f"no single `low < {variable} < high` in the visible test"
+    return float(found[0][0]), float(found[0][1])
+
+
+def assert_contains_hidden_range(bounds: tuple[float, float], trials: int, p: float, slack: float = 0.0) -> None:
+    """A visible `low < share < high` over at least `trials` trials accepts every share the hidden checks
+    accept (their exact binomial range at TAIL, widest at the fewest trials), so no correct answer fails it."""
+    binomial_range, tail = _load(CHECKS_DIR / "_common.py").binomial_range, _load(CHECKS_DIR / "_common.py").TAIL
+    lo, hi = binomial_range(trials, p, tail)
+    assert bounds[0] < lo / trials - slack and hi / trials + slack < bounds[1], (
+        f"visible bounds {bounds} do not contain the hidden range [{lo / trials:.4f}, {hi / trials:.4f}] "
+        f"at {trials} trials")

@@ -70,6 +70,20 @@ def make_batch(course, submitted: Path) -> None:
     submit(submitted, "kim", nb, exercise="no-such-exercise")
     for student, cells in ATTACKS.items():
         submit(submitted, student, with_cells(blank, cells))
+    leave_editor_artefacts(submitted, nb)
+
+
+def leave_editor_artefacts(submitted: Path, solved: dict) -> None:
+    """What opening the submissions in JupyterLab, or a file manager, leaves behind: none of it is graded."""
+    checkpoints = submitted / "bob" / EXERCISE / ".ipynb_checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "add-checkpoint.ipynb").write_text(json.dumps(solved))  # a stale copy, full marks
+    (submitted / ".ipynb_checkpoints").mkdir()
+    (submitted / "__pycache__").mkdir()
+    (submitted / ".DS_Store").write_bytes(b"\0")
+    (submitted / "bob" / ".ipynb_checkpoints").mkdir()
+    submit(submitted, "bob~", solved)  # a backup copy of a student's folder
+    submit(submitted, "carol", solved, name="add.ipynb~")
 
 
 def read_csv(path: Path) -> dict[tuple[str, str], dict[str, str]]:
@@ -130,6 +144,15 @@ def test_every_submission_gets_a_grade_and_a_reason(graded):
     kim = rows[("kim", "no-such-exercise")]
     assert kim["status"] == "missing" and "not an exercise of this course" in kim["reason"]
     assert rows[("alice", EXERCISE)]["reason"] == ""
+
+
+def test_editor_artefacts_are_never_graded(graded):
+    rows = graded["rows"]
+    assert not [key for key in rows if key[0].startswith((".", "__")) or key[0].endswith("~")], sorted(rows)
+    assert float(rows[("bob", EXERCISE)]["score"]) == 0  # not the full-marks checkpoint copy next to it
+    assert float(rows[("carol", EXERCISE)]["score"]) == 1  # nor carol's backup of a solution
+    feedback = graded["course"].root / "feedback"
+    assert sorted(p.name for p in feedback.iterdir()) == sorted({student for student, _ in rows})
 
 
 def test_attempts_to_fool_the_checks_score_no_more_than_a_blank_notebook(graded):

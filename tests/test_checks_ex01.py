@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import pytest
 from masking_checks_support import (
+    ROOT,
     assert_caught,
     assert_every_check_targeted,
     assert_passes_every_check,
+    assert_release_scores_zero,
+    assert_scores_zero,
     checks_of,
+    run_notebook,
+    wrong_entry,
 )
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
@@ -156,35 +161,78 @@ def mutate(*replacements: tuple[str, str], base: str = THRESHOLDS) -> str:
     return source
 
 
-# misconception -> (wrong source, the checks that must fail it)
+SHARES = {"test_mask_share", "test_random_share", "test_kept_share"}
+MASK_TOKENS_SIDE = {"test_returns_two_integer_tensors", "test_input_tensors_not_modified", "test_new_mask_on_each_call",
+                    "test_same_seed_same_mask"}
+DRAWS = "regular[torch.randint(len(regular), input_ids.shape, generator=generator)]"
+
+# misconception -> (wrong source, the checks that must fail it[, checks it must still pass: independence])
 WRONG = {
     "specials and padding selected": (
         mutate(("selected = (u < select_prob) & ~special_tokens_mask", "selected = u < select_prob")),
         {"test_special_positions_never_selected"},
     ),
     "random ids from the whole vocabulary": (
-        mutate(("regular[torch.randint(len(regular), input_ids.shape, generator=generator)]",
-                "torch.randint(vocab_size, input_ids.shape, generator=generator)")),
+        mutate((DRAWS, "torch.randint(vocab_size, input_ids.shape, generator=generator)")),
         {"test_random_replacements_are_never_special"},
+        {"test_random_replacements_are_uniform", *SHARES},
     ),
     "random ids assume the specials come first": (
-        mutate(("regular[torch.randint(len(regular), input_ids.shape, generator=generator)]",
-                "torch.randint(len(special_ids), vocab_size, input_ids.shape, generator=generator)")),
+        mutate((DRAWS, "torch.randint(len(special_ids), vocab_size, input_ids.shape, generator=generator)")),
+        {"test_random_replacements_are_never_special", "test_random_replacements_are_uniform"},  # and ids 1-4 never
+    ),
+    "random ids drawn from the batch's own tokens": (
+        mutate((DRAWS, "input_ids[~special_tokens_mask][torch.randint(int((~special_tokens_mask).sum()), "
+                       "input_ids.shape, generator=generator)]")),
+        {"test_random_replacements_are_uniform"},
+        {"test_random_replacements_are_never_special", *SHARES},
+    ),
+    "random ids only above the largest special id": (
+        mutate((DRAWS, "torch.randint(max(special_ids) + 1, vocab_size, input_ids.shape, generator=generator)")),
+        {"test_random_replacements_are_uniform"},
         {"test_random_replacements_are_never_special"},
     ),
-    "100% [MASK]": (
+    "random ids never the last id (off by one)": (
+        mutate(("regular = (~special).nonzero().squeeze(1)", "regular = (~special).nonzero().squeeze(1)[:-1]")),
+        {"test_random_replacements_are_uniform"},
+        {"test_random_replacements_are_never_special"},
+    ),
+    "random ids from a fixed vocabulary size": (
+        mutate(("special = torch.zeros(vocab_size, dtype=torch.bool)",
+                "special = torch.zeros(30522, dtype=torch.bool)")),
+        {"test_random_replacements_are_uniform"},
+        {"test_random_replacements_are_never_special", *SHARES},
+    ),
+    "mask_prob ignored (80% [MASK] always)": (
+        mutate(("as_mask = selected & (choice < mask_prob)", "as_mask = selected & (choice < 0.8)"),
+               ("(choice >= mask_prob) & (choice < mask_prob + random_prob)",
+                "(choice >= 0.8) & (choice < 0.8 + random_prob)")),
+        {"test_probabilities_are_arguments"},
+        {"test_random_replacements_are_never_special", "test_random_replacements_are_uniform", "test_selection_rate",
+         *SHARES},
+    ),
+    "[MASK] wherever no random id is drawn (90/10/0)": (
         mutate(("as_mask = selected & (choice < mask_prob)", "as_mask = selected")),
         {"test_mask_share", "test_kept_share"},
+        {"test_selection_rate", "test_random_share"},
+    ),
+    "100% [MASK]": (
+        mutate(("as_mask = selected & (choice < mask_prob)", "as_mask = selected"),
+               ("    inputs[as_random] = random_ids[as_random]\n", "")),
+        {"test_mask_share", "test_random_share", "test_kept_share"},
+        {"test_selection_rate", "test_probabilities_are_arguments"},
     ),
     "unconditional 10% random after [MASK] (2% overall)": (
         mutate(("as_random = selected & (choice >= mask_prob) & (choice < mask_prob + random_prob)",
                 "as_random = selected & ~as_mask & (torch.rand(input_ids.shape, generator=generator) < random_prob)")),
         {"test_random_share"},
+        {"test_mask_share", "test_selection_rate", "test_probabilities_are_arguments"},
     ),
     "90/5/5 instead of 80/10/10": (
         mutate(("as_mask = selected & (choice < mask_prob)", "as_mask = selected & (choice < 0.9)"),
                ("(choice >= mask_prob) & (choice < mask_prob + random_prob)", "(choice >= 0.9) & (choice < 0.95)")),
-        {"test_mask_share", "test_random_share", "test_kept_share"},
+        SHARES,
+        {"test_selection_rate"},
     ),
     "budget counted over the whole row, padding included": (
         mutate(("selected = (u < select_prob) & ~special_tokens_mask",
@@ -192,25 +240,40 @@ WRONG = {
                 "    top = u.masked_fill(special_tokens_mask, 2.0).topk(k, dim=1, largest=False).indices\n"
                 "    selected = torch.zeros_like(special_tokens_mask).scatter(1, top, True)")),
         {"test_selection_rate"},
+        SHARES,
     ),
     "labels on every position": (
         mutate(("labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))",
                 "labels = torch.where(special_tokens_mask, torch.full_like(input_ids, -100), input_ids)")),
         {"test_labels_hold_original_ids_at_selected_positions_only", "test_selection_rate"},
     ),
+    "labels hold the input shown instead of the original": (
+        mutate(("    return inputs, labels", "    return inputs, torch.where(labels != -100, inputs, labels)")),
+        {"test_labels_hold_original_ids_at_selected_positions_only"},
+        {"test_selection_rate", *SHARES, *MASK_TOKENS_SIDE},
+    ),
+    "unselected positions changed too": (
+        mutate(("as_mask = selected & (choice < mask_prob)",
+                "as_mask = (selected & (choice < mask_prob)) | ((u > 0.999) & ~special_tokens_mask)")),
+        {"test_labels_hold_original_ids_at_selected_positions_only"},
+        {"test_special_positions_never_selected", *MASK_TOKENS_SIDE},
+    ),
     "labels only where the input changed": (
         mutate(("    return inputs, labels",
                 "    labels = torch.where(inputs != input_ids, input_ids, torch.full_like(input_ids, -100))\n"
                 "    return inputs, labels")),
         {"test_kept_share"},
+        {"test_selection_rate", "test_mask_share", "test_random_share", "test_probabilities_are_arguments"},
     ),
     "the same mask on every call": (
         mutate(("    u = torch.rand(", "    generator = torch.Generator().manual_seed(0)\n    u = torch.rand(")),
         {"test_new_mask_on_each_call"},
+        {"test_same_seed_same_mask", "test_selection_rate"},
     ),
     "the global random stream instead of the generator": (
         mutate(("generator=generator", "generator=None")),
         {"test_same_seed_same_mask"},
+        {"test_new_mask_on_each_call", "test_selection_rate", *SHARES},
     ),
     "input modified in place": (
         mutate(("inputs = input_ids.clone()", "inputs = input_ids")),
@@ -220,20 +283,25 @@ WRONG = {
         mutate(("    u = torch.rand(",
                 "    select_prob, mask_prob, random_prob = 0.15, 0.8, 0.1\n    u = torch.rand(")),
         {"test_probabilities_are_arguments"},
+        {"test_selection_rate", "test_random_replacements_are_never_special", "test_random_replacements_are_uniform",
+         *SHARES},
     ),
     "labels returned as floats": (
         mutate(("    return inputs, labels", "    return inputs, labels.float()")),
         {"test_returns_two_integer_tensors"},
+        {"test_labels_hold_original_ids_at_selected_positions_only", *SHARES},
     ),
     "loss averaged over all positions": (
         mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
                 "    per_position = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction='none')\n"
                 "    return per_position.sum() / labels.numel()")),
         {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
+        {"test_loss_is_a_0dim_tensor"},
     ),
     "loss over every position's original token": (
         mutate(("flat_labels, ignore_index=-100)", "flat_labels.clamp(min=0))")),
         {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
+        {"test_loss_is_a_0dim_tensor"},
     ),
     "loss averaged per sequence, then over sequences": (
         mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
@@ -241,6 +309,19 @@ WRONG = {
                 "            for x, y in zip(logits, labels, strict=True) if (y != -100).any()]\n"
                 "    return torch.stack(rows).mean()")),
         {"test_loss_weights_every_selected_position_equally"},
+        {"test_loss_is_a_0dim_tensor"},
+    ),
+    "loss returned as a Python float": (
+        mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
+                "    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100).item()")),
+        {"test_loss_is_a_0dim_tensor"},
+        {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
+    ),
+    "loss returned as a 1-element tensor": (
+        mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
+                "    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100).reshape(1)")),
+        {"test_loss_is_a_0dim_tensor"},
+        {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
     ),
     "concept answers wrong": (
         mutate((ANSWERS, 'answer_q1, answer_q2, answer_q3, answer_q4 = "a", "b", "b", "a"\n')),
@@ -254,6 +335,32 @@ WRONG = {
     ),
 }
 
+# Notebooks that do not do the work: each must score exactly 0 (issue 15: a stub earns nothing).
+STUBS = {
+    "regions return their input": {
+        "mask_tokens": "def mask_tokens(input_ids, special_tokens_mask, **kwargs):\n    return input_ids\n",
+        "mlm_loss": "def mlm_loss(logits, labels):\n    return logits\n",
+        "concepts": 'answer_q1 = answer_q2 = answer_q3 = answer_q4 = ""\n',
+    },
+    "regions raise NotImplementedError": {
+        "mask_tokens": "def mask_tokens(*args, **kwargs):\n    raise NotImplementedError()\n",
+        "mlm_loss": "def mlm_loss(*args, **kwargs):\n    raise NotImplementedError()\n",
+        "concepts": "raise NotImplementedError()\n",
+    },
+    "well-formed results that select nothing": {
+        "mask_tokens": "import torch\n\ndef mask_tokens(input_ids, special_tokens_mask, **kwargs):\n"
+                       "    return input_ids.clone(), torch.full_like(input_ids, -100)\n",
+        "mlm_loss": "import torch\n\ndef mlm_loss(logits, labels):\n    return torch.tensor(0.0)\n",
+        "concepts": 'answer_q1 = answer_q2 = answer_q3 = answer_q4 = "e"\n',
+    },
+    "inputs returned as labels too": {
+        "mask_tokens": "def mask_tokens(input_ids, special_tokens_mask, **kwargs):\n"
+                       "    return input_ids.clone(), input_ids.clone()\n",
+        "mlm_loss": "def mlm_loss(logits, labels):\n    return logits.sum()\n",
+        "concepts": "",
+    },
+}
+
 
 @pytest.mark.parametrize("name", sorted(CORRECT))
 def test_correct_implementation_passes_every_check(name):
@@ -262,9 +369,55 @@ def test_correct_implementation_passes_every_check(name):
 
 @pytest.mark.parametrize("misconception", sorted(WRONG))
 def test_misconception_fails_its_check(misconception):
-    source, targeted = WRONG[misconception]
-    assert_caught(CHECKS, source, targeted, misconception)
+    source, targeted, must_pass = wrong_entry(WRONG[misconception])
+    assert_caught(CHECKS, source, targeted, misconception, must_pass)
 
 
 def test_every_check_is_targeted_by_some_misconception_and_marked():
     assert_every_check_targeted(CHECKS, WRONG, {"mask_tokens_checks", "mlm_loss_checks", "concepts_checks"})
+
+
+@pytest.mark.parametrize("stub", sorted(STUBS))
+def test_stub_scores_zero(stub):
+    assert_scores_zero(CHECKS, STUBS[stub], stub)
+
+
+def test_release_scores_zero():
+    assert_release_scores_zero("exercises/ex01-masking/masking.ipynb", "ex01-masking")
+
+
+def message(source: str, check: str) -> str:
+    result = run_notebook(ROOT / CHECKS, source)
+    assert check in result.failed_checks(), check
+    return result.check(check).message
+
+
+def test_why_reports_every_count_and_the_observed_cause():
+    """The reason shown names what was observed, in full (no count cut off), and not a guess."""
+    kept = message(WRONG["labels only where the input changed"][0], "test_kept_share")
+    assert "0 their own id" in kept and "no position that shows its own id carries a label" in kept, kept
+    full = message(WRONG["100% [MASK]"][0], "test_kept_share")
+    assert all(word in full for word in ("selected", "[MASK]", "random id", "their own id")), full
+    assert "..." not in full, full
+    ignored = message(WRONG["mask_prob ignored (80% [MASK] always)"][0], "test_probabilities_are_arguments")
+    assert "mask_prob" in ignored and "select_prob" not in ignored.split("follow")[1], ignored
+    uniform = message(WRONG["random ids drawn from the batch's own tokens"][0], "test_random_replacements_are_uniform")
+    assert "never come up" in uniform, uniform
+    stub = message(STUBS["well-formed results that select nothing"], "test_input_tensors_not_modified")
+    assert "no position was selected" in stub, stub
+
+
+def test_visible_bounds_contain_the_hidden_range():
+    """Visible and hidden checks agree: the visible rate bounds accept every rate the hidden checks accept
+    at the visible batch's size, so a correct answer never fails a visible test (issue 15, section 5)."""
+    from masking_checks_support import assert_contains_hidden_range, visible_bounds, visible_cell
+
+    common = checks_of.__globals__["_load"](ROOT / "autograder/checks/_common.py")
+    source = visible_cell("solutions/ex01-masking/masking.ipynb", "mask_tokens_checks")
+    # the visible batch: 256 rows, [CLS] at 0, 29 tokens, [SEP] at 30, then padding
+    assert "(256, 40)" in source and "ids[:, 30], ids[:, 31:] = CLS, SEP, PAD" in source, "update this test"
+    eligible = 256 * 29
+    assert_contains_hidden_range(visible_bounds(source, "rate"), eligible, 0.15)
+    fewest_selected, _ = common.binomial_range(eligible, 0.15, common.TAIL)
+    assert_contains_hidden_range(visible_bounds(source, "masked"), fewest_selected, 0.8)
+    assert_contains_hidden_range(visible_bounds(source, "random"), fewest_selected, 0.1, slack=common.SLACK)

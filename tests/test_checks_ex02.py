@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import pytest
 from masking_checks_support import (
+    ROOT,
     assert_caught,
     assert_every_check_targeted,
     assert_passes_every_check,
+    assert_release_scores_zero,
+    assert_scores_zero,
     checks_of,
+    run_notebook,
+    wrong_entry,
 )
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
@@ -141,7 +146,12 @@ PER_PIECE_DECISION = mutate(("decision = torch.rand(lengths.shape, generator=gen
                              "chosen.gather(1, index) & valid & (piece >= mask_prob) "
                              "& (piece < mask_prob + random_prob)"))
 
-# misconception -> (wrong source, the checks that must fail it)
+SIDE = {"test_returns_two_integer_tensors", "test_input_tensors_not_modified", "test_new_mask_on_each_call",
+        "test_same_seed_same_mask"}
+SCORES = "torch.rand(lengths.shape, generator=generator).masked_fill(lengths == 0, 2.0)"
+DRAWS = "regular[torch.randint(len(regular), input_ids.shape, generator=generator)]"
+
+# misconception -> (wrong source, the checks that must fail it[, checks it must still pass: independence])
 WRONG = {
     "padding and specials treated as a word": (
         mutate(("valid = word_ids >= 0", "valid = torch.ones_like(word_ids, dtype=torch.bool)"),
@@ -161,6 +171,7 @@ WRONG = {
     "80/10/10 drawn per piece (Google's original)": (
         PER_PIECE_DECISION,
         {"test_one_decision_per_word"},
+        {"test_words_are_never_split", "test_budget_per_row"},
     ),
     "[MASK] per word but random/keep per piece": (
         mutate(("as_random = (chosen & (decision >= mask_prob) & (decision < mask_prob + random_prob))"
@@ -173,6 +184,7 @@ WRONG = {
         mutate(("take = (in_order.cumsum(1) <= budget) & (in_order > 0)",
                 "take = (torch.rand(in_order.shape, generator=generator) < select_prob) & (in_order > 0)")),
         {"test_budget_per_row"},
+        {"test_words_taken_in_random_order", "test_words_are_never_split", "test_word_treatment_shares"},
     ),
     "budget counted in words, not tokens": (
         mutate(("take = (in_order.cumsum(1) <= budget) & (in_order > 0)",
@@ -191,16 +203,56 @@ WRONG = {
         mutate(("regular[torch.randint(len(regular), input_ids.shape, generator=generator)]",
                 "torch.randint(vocab_size, input_ids.shape, generator=generator)")),
         {"test_random_replacements_are_never_special"},
+        {"test_random_replacements_are_uniform", "test_word_treatment_shares"},
+    ),
+    "random ids drawn from the batch's own tokens": (
+        mutate((DRAWS, "input_ids[valid][torch.randint(int(valid.sum()), input_ids.shape, generator=generator)]")),
+        {"test_random_replacements_are_uniform"},
+        {"test_random_replacements_are_never_special", "test_one_decision_per_word", "test_word_treatment_shares"},
+    ),
+    "one random id for all the pieces of a word": (
+        mutate((DRAWS, "regular[torch.randint(len(regular), lengths.shape, generator=generator)].gather(1, index)")),
+        {"test_random_replacements_are_uniform"},
+        {"test_random_replacements_are_never_special", "test_one_decision_per_word", "test_word_treatment_shares"},
+    ),
+    "words taken in the order of the row": (
+        mutate((SCORES, "torch.linspace(0, 1, n_words).expand(lengths.shape).masked_fill(lengths == 0, 2.0)")),
+        {"test_words_taken_in_random_order"},  # and the same selection on every call: nothing random in it
+        {"test_budget_per_row", "test_words_are_never_split", "test_word_treatment_shares",
+         *(SIDE - {"test_new_mask_on_each_call"})},
+    ),
+    "one contiguous span of words from a random start": (
+        mutate((SCORES, "((torch.arange(n_words) - torch.randint(n_words, (lengths.shape[0], 1), generator=generator))"
+                        " % n_words).float().masked_fill(lengths == 0, 2.0 * n_words)")),
+        {"test_words_taken_in_random_order"},
+        {"test_budget_per_row", "test_words_are_never_split", "test_word_treatment_shares"},
+    ),
+    "budget without its minimum of 1": (
+        mutate(("budget = (valid.sum(1) * select_prob).round().clamp(min=1).long().unsqueeze(1)",
+                "budget = (valid.sum(1) * select_prob).round().long().unsqueeze(1)")),
+        {"test_budget_per_row"},
+        {"test_words_taken_in_random_order", "test_word_treatment_shares", "test_probabilities_are_arguments", *SIDE},
+    ),
+    "mask_prob ignored (80% [MASK] always)": (
+        mutate(("(chosen & (decision < mask_prob))", "(chosen & (decision < 0.8))"),
+               ("(decision >= mask_prob) & (decision < mask_prob + random_prob)",
+                "(decision >= 0.8) & (decision < 0.8 + random_prob)")),
+        {"test_probabilities_are_arguments"},
+        {"test_random_replacements_are_never_special", "test_random_replacements_are_uniform", "test_budget_per_row",
+         "test_word_treatment_shares"},
     ),
     "100% [MASK] (as transformers 5 forces)": (
         mutate(("(chosen & (decision < mask_prob))", "chosen")),
         {"test_word_treatment_shares"},
+        {"test_budget_per_row", "test_one_decision_per_word"},
     ),
     "unchanged words left without labels": (
         mutate(("    return inputs, labels",
                 "    labels = torch.where(inputs != input_ids, input_ids, torch.full_like(input_ids, -100))\n"
                 "    return inputs, labels")),
         {"test_word_treatment_shares"},
+        {"test_budget_per_row", "test_words_taken_in_random_order", "test_probabilities_are_arguments",
+         "test_labels_hold_original_ids", "test_words_are_never_split"},
     ),
     "the same selection on every call": (
         mutate(("    valid = word_ids >= 0",
@@ -210,6 +262,7 @@ WRONG = {
     "the global random stream instead of the generator": (
         mutate(("generator=generator", "generator=None")),
         {"test_same_seed_same_mask"},
+        {"test_new_mask_on_each_call", "test_budget_per_row", "test_word_treatment_shares"},
     ),
     "input modified in place": (
         mutate(("inputs = input_ids.clone()", "inputs = input_ids")),
@@ -219,6 +272,7 @@ WRONG = {
         mutate(("    valid = word_ids >= 0",
                 "    select_prob, mask_prob, random_prob = 0.15, 0.8, 0.1\n    valid = word_ids >= 0")),
         {"test_probabilities_are_arguments"},
+        {"test_budget_per_row", "test_word_treatment_shares", "test_random_replacements_are_uniform"},
     ),
     "labels returned as floats": (
         mutate(("    return inputs, labels", "    return inputs, labels.float()")),
@@ -234,6 +288,21 @@ WRONG = {
     ),
 }
 
+# Notebooks that do not do the work: each must score exactly 0 (issue 15: a stub earns nothing).
+STUBS = {
+    "region returns its input": {
+        "whole_word_mask": "def whole_word_mask(input_ids, word_ids, **kwargs):\n    return input_ids\n"},
+    "region raises NotImplementedError": {
+        "whole_word_mask": "def whole_word_mask(*args, **kwargs):\n    raise NotImplementedError()\n"},
+    "well-formed result that selects nothing": {
+        "whole_word_mask": "import torch\n\ndef whole_word_mask(input_ids, word_ids, **kwargs):\n"
+                           "    return input_ids.clone(), torch.full_like(input_ids, -100)\n"},
+    "inputs returned as labels too": {
+        "whole_word_mask": "def whole_word_mask(input_ids, word_ids, **kwargs):\n"
+                           "    return input_ids.clone(), input_ids.clone()\n"},
+}
+
+
 
 @pytest.mark.parametrize("name", sorted(CORRECT))
 def test_correct_implementation_passes_every_check(name):
@@ -242,9 +311,65 @@ def test_correct_implementation_passes_every_check(name):
 
 @pytest.mark.parametrize("misconception", sorted(WRONG))
 def test_misconception_fails_its_check(misconception):
-    source, targeted = WRONG[misconception]
-    assert_caught(CHECKS, source, targeted, misconception)
+    source, targeted, must_pass = wrong_entry(WRONG[misconception])
+    assert_caught(CHECKS, source, targeted, misconception, must_pass)
 
 
 def test_every_check_is_targeted_by_some_misconception_and_marked():
     assert_every_check_targeted(CHECKS, WRONG, {"whole_word_mask_checks"})
+
+
+@pytest.mark.parametrize("stub", sorted(STUBS))
+def test_stub_scores_zero(stub):
+    assert_scores_zero(CHECKS, STUBS[stub], stub)
+
+
+def test_release_scores_zero():
+    assert_release_scores_zero("exercises/ex02-whole-word-masking/whole_word_masking.ipynb", "ex02-whole-word-masking")
+
+
+def message(source: str, check: str) -> str:
+    result = run_notebook(ROOT / CHECKS, source)
+    assert check in result.failed_checks(), check
+    return result.check(check).message
+
+
+def test_why_reports_what_was_observed():
+    shares = message(WRONG["unchanged words left without labels"][0], "test_word_treatment_shares")
+    assert "0 their own ids" in shares and "no word that shows its own ids carries labels" in shares, shares
+    order = message(WRONG["words taken in the order of the row"][0], "test_words_taken_in_random_order")
+    assert "first half" in order, order
+    pieces = message(WRONG["one random id for all the pieces of a word"][0], "test_random_replacements_are_uniform")
+    assert "the first two pieces got the same id" in pieces, pieces
+    minimum = message(WRONG["budget without its minimum of 1"][0], "test_budget_per_row")
+    assert "rows of 3 tokens" in minimum, minimum
+
+
+def test_visible_bounds_contain_the_hidden_range():
+    """Visible and hidden checks agree (issue 15, section 5): on the visible batch, every correct answer the
+    hidden checks accept passes the visible budget, coverage and share tests."""
+    import torch
+    from masking_checks_support import assert_contains_hidden_range, visible_bounds, visible_cell
+
+    source = visible_cell("solutions/ex02-whole-word-masking/whole_word_masking.ipynb", "whole_word_mask_checks")
+    recipe = ("rows, width = 300, 64", "lengths = torch.randint(1, 4, (20,), generator=g)",
+              "ids[r, 1:n + 1] = torch.randint(104, 5000, (n,), generator=g)", "budget = (n * 0.15).round().clamp(min=1)")
+    assert all(line in source for line in recipe), "the visible batch changed: update this test"
+    g = torch.Generator().manual_seed(0)
+    sizes = []
+    for _ in range(300):
+        sizes.append(int(torch.randint(1, 4, (20,), generator=g).sum()))
+        torch.randint(104, 5000, (sizes[-1],), generator=g)
+    n = torch.tensor(sizes)
+    visible_budget = (n * 0.15).round().clamp(min=1)  # as the visible cell computes it (float32)
+    hidden_budget = torch.tensor([max(1, round(0.15 * k)) for k in sizes])  # the contract's rule, Python's round
+    ties_up = torch.tensor([max(1, int(0.15 * k + 0.5)) for k in sizes])  # round half up is accepted too
+    assert bool((visible_budget >= hidden_budget).all() and (visible_budget >= ties_up).all())
+    # a correct selection stops only at a word (<= 3 pieces) that does not fit: it covers >= k - 2 tokens,
+    # so at least ceil((k - 2) / 3) words
+    covered = (hidden_budget - 2).clamp(min=1)
+    coverage = float(covered.sum() / visible_budget.sum())
+    threshold = float(source.split("budget.sum()) > ")[1].split(",")[0])
+    assert coverage > threshold, f"a correct answer may cover only {coverage:.3f} of the budget"
+    fewest_words = int(((hidden_budget - 2).clamp(min=1) + 2).div(3, rounding_mode="floor").sum())
+    assert_contains_hidden_range(visible_bounds(source, "share"), fewest_words, 0.8)

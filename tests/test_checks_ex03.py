@@ -3,12 +3,15 @@ different correct implementations (fused or separate kernels, manual or torch at
 Linear or the embedding used directly) pass every check.
 
 Each source is graded by the real engine (worker, sandbox, judge) through `bertcourse.grading.testing`,
-so a proof here is a proof of what a student's notebook would get.
+so a proof here is a proof of what a student's notebook would get. Stub notebooks (solution regions that
+return their input or raise NotImplementedError) and the release score 0, and the visible test cell and
+the hidden check give the same verdict on every padding value.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -133,6 +136,8 @@ class MLMHead(nn.Module):
         self.dense = nn.Linear(d_model, d_model)
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.embedding = token_embedding  # the decoder weight is read from the embedding at every call
+        self.decoder = nn.Linear(d_model, vocab_size, bias=False)
+        self.decoder.weight = token_embedding.weight
         self.bias = nn.Parameter(torch.zeros(vocab_size))
 
     def forward(self, hidden, labels=None):
@@ -142,6 +147,66 @@ class MLMHead(nn.Module):
         if labels is None:
             return logits
         return F.cross_entropy(logits, labels[selected], reduction="sum") / selected.sum(), logits
+"""
+
+EMBEDDINGS_FUNCTIONAL = """
+class Embeddings(nn.Module):
+    def __init__(self, vocab_size, d_model, max_seq_len, type_vocab_size=2, dropout=0.1, layer_norm_eps=1e-12):
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_seq_len, d_model)
+        self.segment_embedding = nn.Embedding(type_vocab_size, d_model)
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, input_ids, token_type_ids=None):
+        types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        positions = torch.arange(input_ids.size(1)).expand_as(input_ids)
+        x = sum(table(i) for table, i in ((self.token_embedding, input_ids), (self.position_embedding, positions),
+                                          (self.segment_embedding, types)))
+        return F.dropout(self.norm(x), self.dropout.p, training=self.training)
+"""
+
+ATTENTION_CLASSIC_BERT = """
+def extended_attention_mask(attention_mask):
+    return (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, n_heads, dropout=0.0):
+        super().__init__()
+        self.n_heads, self.d_head = n_heads, d_model // n_heads
+        self.query, self.key, self.value, self.out = (nn.Linear(d_model, d_model) for _ in range(4))
+        self.attention_dropout = nn.Dropout(dropout)
+
+    def forward(self, x, attention_mask=None):
+        def split(t):
+            return t.unflatten(-1, (self.n_heads, self.d_head))  # [batch, seq, heads, d_head]
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * self.d_head ** -0.5
+        if attention_mask is not None:
+            scores = scores + extended_attention_mask(attention_mask)
+        weights = self.attention_dropout(F.softmax(scores, dim=-1))
+        return self.out(torch.einsum("bhqk,bkhd->bqhd", weights, v).flatten(2))
+"""
+
+HEAD_FUNCTIONAL = """
+class MLMHead(nn.Module):
+    def __init__(self, token_embedding, layer_norm_eps=1e-12):
+        super().__init__()
+        vocab_size, d_model = token_embedding.weight.shape
+        self.dense = nn.Linear(d_model, d_model)
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.decoder = nn.Linear(d_model, vocab_size, bias=False)
+        self.decoder.weight = token_embedding.weight
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, hidden, labels=None):
+        if labels is not None:
+            keep = labels.view(-1) != -100
+            hidden, targets = hidden.reshape(-1, hidden.shape[-1])[keep], labels.view(-1)[keep]
+        logits = F.linear(self.norm(F.gelu(self.dense(hidden))), self.decoder.weight, self.bias)
+        return logits if labels is None else (F.nll_loss(F.log_softmax(logits, -1), targets), logits)
 """
 
 ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "b", " C", "a", "d"\n'
@@ -159,6 +224,9 @@ CORRECT = {
     "indexed+loop+module": lambda: (
         PRELUDE + EMBEDDINGS_INDEXED + ATTENTION_PER_HEAD_LOOP + HEAD_KEEPS_EMBEDDING_MODULE + ANSWERS
     ),
+    "functional+classic-bert+functional": lambda: (
+        PRELUDE + EMBEDDINGS_FUNCTIONAL + ATTENTION_CLASSIC_BERT + HEAD_FUNCTIONAL + ANSWERS
+    ),
 }
 
 
@@ -175,8 +243,15 @@ LOOP = PRELUDE + EMBEDDINGS_INDEXED + ATTENTION_PER_HEAD_LOOP + HEAD_EMBEDDING_D
 
 
 def mutate(old: str, new: str, base: str = BASE) -> str:
-    assert old in base, old
+    assert base.count(old) == 1, old
     return base.replace(old, new)
+
+
+def mutate_all(base: str, *replacements: tuple[str, str]) -> str:
+    for old, new in replacements:
+        base = mutate(old, new, base)
+    return base
+
 
 
 WRONG = {
@@ -195,7 +270,33 @@ WRONG = {
     ),
     "dropout before the LayerNorm": (
         mutate("return self.dropout(self.norm(x))", "return self.norm(self.dropout(x))"),
-        {"test_embeddings_dropout_after_layernorm"},
+        {"test_embeddings_dropout_only_in_training"},
+    ),
+    "embedding dropout rate 1 - p": (
+        mutate("self.dropout = nn.Dropout(dropout)", "self.dropout = nn.Dropout(1 - dropout)"),
+        {"test_embeddings_dropout_only_in_training"},
+    ),
+    "embedding dropout also in eval mode": (
+        mutate("return self.dropout(self.norm(x))", "return F.dropout(self.norm(x), self.dropout.p)"),
+        {"test_embeddings_dropout_only_in_training"},
+    ),
+    "embedding layer_norm_eps ignored": (
+        mutate("self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)\n        self.dropout",
+               "self.norm = nn.LayerNorm(d_model)\n        self.dropout"),
+        {"test_embeddings_use_their_constructor_arguments"},
+    ),
+    "type_vocab_size ignored": (
+        mutate("nn.Embedding(type_vocab_size, d_model)", "nn.Embedding(2, d_model)"),
+        {"test_embeddings_use_their_constructor_arguments"},
+    ),
+    "Embeddings.forward returns its input": (
+        mutate("        seq = input_ids.shape[1]\n", "        return input_ids\n"),
+        {
+            "test_embeddings_match_reference_on_a_padded_batch",
+            "test_embeddings_use_the_segment_embedding",
+            "test_embeddings_dropout_only_in_training",
+            "test_embeddings_use_their_constructor_arguments",
+        },
     ),
     # attention mask
     "mask multiplied instead of added": (
@@ -241,6 +342,70 @@ WRONG = {
         ),
         {"test_extended_attention_mask_shape_and_values", "test_attention_all_padding_row_is_finite"},
     ),
+    "padding gets -9999, above the contract's -10000": (
+        mutate("* torch.finfo(torch.float32).min", "* 9999.0 * -1"),
+        {"test_extended_attention_mask_shape_and_values"},
+    ),
+    "heads interleaved instead of contiguous features": (
+        mutate("f(x).reshape(b, s, self.h, d // self.h).permute(0, 2, 1, 3)",
+               "f(x).reshape(b, s, d // self.h, self.h).permute(0, 3, 1, 2)"),
+        {"test_attention_without_padding_matches_reference", "test_attention_on_a_padded_batch_matches_reference"},
+    ),
+    "SelfAttention.forward returns its input": (
+        mutate("        b, s, d = x.shape\n", "        return x\n"),
+        {
+            "test_attention_without_padding_matches_reference",
+            "test_attention_on_a_padded_batch_matches_reference",
+            "test_attention_ignores_what_padding_holds",
+            "test_attention_all_padding_row_is_finite",
+            "test_attention_all_padding_row_has_finite_gradients",
+            "test_attention_dropout_only_in_training",
+        },
+    ),
+    "-inf added inside attention, weights repaired with nan_to_num": (
+        mutate_all(
+            LOOP,
+            ("scores = scores + extended_attention_mask(attention_mask)[:, 0]",
+             "scores = scores + torch.where(attention_mask[:, None, :] == 1, 0.0, float('-inf'))"),
+            ("self.drop(torch.softmax(scores, -1))", "self.drop(torch.softmax(scores, -1).nan_to_num(0.0))"),
+        ),
+        {"test_attention_all_padding_row_has_finite_gradients"},
+    ),
+    "-inf added inside attention, output repaired with nan_to_num": (
+        mutate_all(
+            LOOP,
+            ("scores = scores + extended_attention_mask(attention_mask)[:, 0]",
+             "scores = scores + torch.where(attention_mask[:, None, :] == 1, 0.0, float('-inf'))"),
+            ("return self.out(torch.cat(outputs, dim=-1))", "return self.out(torch.cat(outputs, dim=-1)).nan_to_num()"),
+        ),
+        {"test_attention_all_padding_row_has_finite_gradients"},
+    ),
+    "attention dropout also in eval mode": (
+        mutate("self.drop(torch.softmax(scores, -1))", "F.dropout(torch.softmax(scores, -1), self.drop.p)", LOOP),
+        {"test_attention_dropout_only_in_training"},
+    ),
+    "attention dropout forgotten": (
+        mutate("self.drop(torch.softmax(scores, -1))", "torch.softmax(scores, -1)", LOOP),
+        {"test_attention_dropout_only_in_training"},
+    ),
+    "attention dropout rate 1 - p": (
+        mutate("self.drop = nn.Dropout(dropout)", "self.drop = nn.Dropout(1 - dropout)", LOOP),
+        {"test_attention_dropout_only_in_training"},
+    ),
+    "attention dropout on the output instead of the weights": (
+        mutate_all(
+            LOOP,
+            ("self.drop(torch.softmax(scores, -1))", "torch.softmax(scores, -1)"),
+            ("return self.out(torch.cat(outputs, dim=-1))", "return self.drop(self.out(torch.cat(outputs, dim=-1)))"),
+        ),
+        {"test_attention_dropout_only_in_training"},
+    ),
+    "attention dropout without the 1 / (1 - p) scale": (
+        mutate("self.drop(torch.softmax(scores, -1))",
+               "torch.softmax(scores, -1) * (torch.rand(scores.shape) >= self.drop.p) if self.training "
+               "else torch.softmax(scores, -1)", LOOP),
+        {"test_attention_dropout_only_in_training"},
+    ),
     "no 1/sqrt(d_head) scaling": (
         mutate(
             '            scores = torch.einsum("bqd,bkd->bqk", q[..., part], k[..., part]) / d_head ** 0.5\n',
@@ -255,7 +420,37 @@ WRONG = {
             "self.decoder.weight = token_embedding.weight",
             "self.decoder.weight = nn.Parameter(token_embedding.weight.detach().clone())",
         ),
-        {"test_head_decoder_is_tied_to_the_embedding"},
+        {"test_head_decoder_is_the_embedding_parameter", "test_head_training_updates_the_embedding"},
+    ),
+    "tie through .data (a second Parameter on the same storage)": (
+        mutate("self.decoder.weight = token_embedding.weight",
+               "self.decoder.weight = nn.Parameter(token_embedding.weight.data)"),
+        {"test_head_decoder_is_the_embedding_parameter", "test_head_training_updates_the_embedding"},
+    ),
+    "tie that blocks the gradient (.detach())": (
+        mutate("F.linear(self.transform(hidden[rows]), self.decoder.weight, self.bias)",
+               "F.linear(self.transform(hidden[rows]), self.decoder.weight.detach(), self.bias)"),
+        {"test_head_training_updates_the_embedding"},
+    ),
+    "head layer_norm_eps ignored": (
+        mutate("self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)\n        self.decoder",
+               "self.norm = nn.LayerNorm(d_model)\n        self.decoder"),
+        {"test_head_uses_layer_norm_eps"},
+    ),
+    "output bias a buffer, not a Parameter": (
+        mutate("self.bias = nn.Parameter(torch.zeros(vocab_size))",
+               'self.register_buffer("bias", torch.zeros(vocab_size))'),
+        {"test_head_training_updates_the_embedding"},
+    ),
+    "output bias starts random": (
+        mutate("self.bias = nn.Parameter(torch.zeros(vocab_size))",
+               "self.bias = nn.Parameter(torch.randn(vocab_size))"),
+        {"test_head_full_logits_match_reference"},
+    ),
+    "tanh-approximated GELU": (
+        mutate("return self.norm(F.gelu(self.dense(h)))",
+               'return self.norm(F.gelu(self.dense(h), approximate="tanh"))'),
+        {"test_head_full_logits_match_reference"},
     ),
     "no output bias": (
         mutate(
@@ -283,6 +478,18 @@ WRONG = {
     "pooler mistaken for a trained sentence vector": (
         mutate('"b", " C", "a", "d"', '"a", " C", "a", "d"'),
         {"test_q1_cls_vector_not_untrained_pooler"},
+    ),
+    "summing embeddings thought to lose the positions": (
+        mutate('"b", " C", "a", "d"', '"b", "d", "a", "d"'),
+        {"test_q2_why_summing_embeddings_works"},
+    ),
+    "adding and multiplying a mask thought equivalent": (
+        mutate('"b", " C", "a", "d"', '"b", " C", "d", "d"'),
+        {"test_q3_why_add_the_mask"},
+    ),
+    "logits at selected positions thought to change the loss": (
+        mutate('"b", " C", "a", "d"', '"b", " C", "a", "c"'),
+        {"test_q4_why_logits_only_at_selected_positions"},
     ),
 }
 
@@ -325,3 +532,109 @@ def test_check_points_add_up_to_the_autograded_cells():
     for mark in checks.values():
         per_cell[mark["cell"]] = per_cell.get(mark["cell"], 0.0) + mark["points"]
     assert per_cell == points
+
+
+def test_every_check_is_the_target_of_a_misconception():
+    from masking_checks_support import checks_of
+
+    targeted = set().union(*(expected for _, expected in WRONG.values()))
+    assert set(checks_of("autograder/checks/ex03_tiny_bert.py")) == targeted
+
+
+# ----------------------------------------------------------------------------- stubs earn nothing
+
+REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.DOTALL | re.MULTILINE)
+DEF = re.compile(r"^[ \t]*def (\w+)\(([^)]*)\)", re.MULTILINE)
+
+
+def stubbed(source: str, stub: str, keep_init: bool = False) -> str:
+    """`source` with each solution region replaced: "return" (return the enclosing function's first
+    argument, do nothing in __init__ or at the top level) or "raise" (nbgrader's NotImplementedError)."""
+
+    def replace(match: re.Match) -> str:
+        indent = match.group(1)
+        functions = DEF.findall(source[:match.start()])
+        name, params = functions[-1] if functions and indent else ("", "")
+        if keep_init and name == "__init__":
+            return match.group(0)
+        if stub == "raise":
+            return f"{indent}raise NotImplementedError()\n"
+        args = [a.split("=")[0].strip() for a in params.split(",") if a.strip() not in ("self", "")]
+        return f"{indent}return {args[0]}\n" if name and name != "__init__" and args else f"{indent}pass\n"
+
+    return REGION.sub(replace, source)
+
+
+def grade_variant(tmp_path: Path, stub: str, keep_init: bool = False):
+    from bertcourse.grading.testing import shared_grader
+
+    nb = json.loads(NOTEBOOK.read_text())
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("solution"):
+            source = "".join(cell["source"])
+            cell["source"] = stubbed(source, stub, keep_init)
+            assert cell["source"] != source, cell["metadata"]["nbgrader"]["grade_id"]
+    path = tmp_path / "tiny_bert.ipynb"
+    path.write_text(json.dumps(nb))
+    return shared_grader().grade(path, "ex03-tiny-bert")
+
+
+@pytest.mark.parametrize("stub", ["return", "raise"])
+def test_a_stub_notebook_scores_zero(tmp_path, stub):
+    result = grade_variant(tmp_path, stub)
+    assert result.ok and result.max_score == 21.0, result.error
+    assert result.score == 0.0, [c.name for c in result.checks if c.passed]
+
+
+def test_stubbed_functions_behind_real_constructors_earn_only_the_tie(tmp_path):
+    """The modules' attributes exist (the solution's __init__), every function returns its input: only
+    the structural tie is real work; every side condition (padding ignored, finite gradients, dropout
+    off in eval) needs the valid result too."""
+    result = grade_variant(tmp_path, "return", keep_init=True)
+    assert result.ok, result.error
+    assert [c.name for c in result.checks if c.passed] == ["test_head_decoder_is_the_embedding_parameter"]
+
+
+def test_the_release_scores_zero():
+    from bertcourse.grading.testing import shared_grader
+
+    result = shared_grader().grade(ROOT / "exercises/ex03-tiny-bert/tiny_bert.ipynb", "ex03-tiny-bert")
+    assert result.ok and result.max_score == 21.0, result.error
+    assert result.score == 0.0, [c.name for c in result.checks if c.passed]
+
+
+# ----------------------------------------------------------------------------- visible and hidden agree
+
+
+def cell_source(grade_id: str) -> str:
+    """The source of the solution notebook's cell `grade_id`."""
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    return next("".join(c["source"]) for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def visible_cell_passes(solution_source: str, grade_id: str) -> bool:
+    """Run the notebook's visible test cell `grade_id` in this process against `solution_source`."""
+    import bertcourse.selfcheck
+
+    namespace = {name: getattr(bertcourse.selfcheck, name) for name in dir(bertcourse.selfcheck)
+                 if not name.startswith("_")}
+    exec(PRELUDE + solution_source, namespace)  # noqa: S102 - the course's own test sources
+    try:
+        exec(cell_source(grade_id), namespace)  # noqa: S102
+    except AssertionError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("padding", ["-10000.0", "-1e4", "torch.finfo(torch.float32).min", "-1e9",
+                                     "-9999.0", "-1e3", "float('-inf')"])
+def test_visible_and_hidden_mask_rules_agree(padding):
+    """The padding value rule (PADDING_MASK_MAX, defined once) gives the same verdict in both places."""
+    from bertcourse.contract import PADDING_MASK_MAX
+
+    solution = mutate("torch.finfo(torch.float32).min)", f"{padding})", cell_source("attention"))
+    hidden = run_check_module(CHECKS, PRELUDE + solution + ANSWERS)["test_extended_attention_mask_shape_and_values"]
+    visible = visible_cell_passes(solution, "attention_checks")
+    assert visible == hidden, f"padding {padding}: visible test {visible}, hidden check {hidden}"
+    value = float(eval(padding, {"torch": __import__("torch")}))  # noqa: S307
+    assert hidden == (value <= PADDING_MASK_MAX and value > float("-inf")), padding

@@ -46,3 +46,12 @@ def test_unknown_profile_is_one_line_and_exit_2(capsys):
     assert main(["data", "--profile", "tpu", "--source", "synthetic"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("bertcourse: error: unknown profile 'tpu'") and "Traceback" not in err
+
+
+def test_instructor_command_without_nbgrader_says_which_extra_to_install():
+    """A student's install (Colab's) has no nbgrader: `bertcourse release` says what to install, in one line."""
+    code = ("import sys; sys.modules['nbgrader'] = None; from bertcourse.cli import main; "
+            "sys.exit(main(['release', 'ex01-masking']))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "bertcourse[instructor]" in result.stderr and "Traceback" not in result.stderr

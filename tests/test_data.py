@@ -139,3 +139,139 @@ def test_data_command_reports_statistics_and_fails_cleanly_on_bad_input(data_dir
     assert bad.returncode == 2
     assert "train.tsv:2: label '7' is not 0 or 1" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+# ----------------------------------------------------------------------------- the hub path
+#
+# Online, the corpus must be the local copy's text: the tokenized `wikitext-2-v1` (rare words as <unk>),
+# its validation and test splits only, cut into the local copy's lines. The hub is never reached here:
+# `datasets.load_dataset` is replaced and the requests it receives are checked.
+
+# The local copy's lines, and the same text as the hub has it (a heading or a paragraph a row).
+_LOCAL_WIKITEXT = {
+    "test.txt": [
+        "= Robert <unk> = Robert <unk> is an English film , television and theatre actor .",
+        "He had a guest @ - @ starring role on the television series The Bill in 2000 .",
+        'He said of the play , " I liked it very much . "',
+        '" Kiss You " was well received by contemporary music critics in the United States .',
+        "= = Career = = = = = 2000 – 2005 = = = In 2000 <unk> had a role in the series The Bill .",
+        "The lobsters grow to a length of 0 @ .",
+        "@ 7 – 2 @ .",
+        "@ 2 metres in their first years of life ( and some even more ) .",
+    ],
+    "valid.txt": [
+        "= Homarus gammarus = Homarus gammarus , known as the European lobster , is a species of lobster .",
+        "It is closely related to the American lobster , H. americanus .",
+        "= = = Film roles = = = = = = Television roles = = =",
+    ],
+}
+_HUB_WIKITEXT = {
+    "test": [
+        "", " = Robert <unk> = \n", "",
+        " Robert <unk> is an English film , television and theatre actor . He had a guest @-@ starring role on the"
+        ' television series The Bill in 2000 . He said of the play , " I liked it very much . " " Kiss You " was'
+        " well received by contemporary music critics in the United States . \n",
+        "", " = = Career = = \n", "", " = = = 2000 – 2005 = = = \n", "",
+        " In 2000 <unk> had a role in the series The Bill . The lobsters grow to a length of 0 @.@ 7 – 2 @.@ 2"
+        " metres in their first years of life ( and some even more ) . \n", "",
+    ],
+    "validation": [
+        "", " = Homarus gammarus = \n", "",
+        " Homarus gammarus , known as the European lobster , is a species of lobster . It is closely related to the"
+        " American lobster , H. americanus . \n",
+        "", " = = = Film roles = = = \n", "", " = = = Television roles = = = \n",
+    ],
+}
+_SST2_ROWS = [("a gorgeous , witty , seductive movie .", 1), ("the plot is nothing but boilerplate clichés", 0),
+              ("it 's a charming and often affecting journey .", 1)]
+
+
+def _local_folder(folder):
+    (folder / "wikitext2").mkdir(parents=True)
+    for name, lines in _LOCAL_WIKITEXT.items():
+        (folder / "wikitext2" / name).write_text("\n".join(lines) + "\n")
+    (folder / "sst2").mkdir()
+    (folder / "sst2" / "train.tsv").write_text(
+        "sentence\tlabel\n" + "".join(f"{sentence}\t{label}\n" for sentence, label in _SST2_ROWS))
+
+
+def test_hub_path_asks_for_the_local_copys_text_and_builds_the_same_corpus(tmp_path, monkeypatch):
+    import dataclasses
+
+    import datasets
+
+    from bertcourse.course import load_course
+
+    real_load_dataset, requests = datasets.load_dataset, []
+
+    def fake_load_dataset(path, name=None, **kwargs):
+        if path in ("csv", "parquet", "json"):  # the local folder's files
+            return real_load_dataset(path, name, **kwargs)
+        requests.append((path, name, kwargs))
+        if path == "Salesforce/wikitext":
+            return datasets.Dataset.from_dict({"text": _HUB_WIKITEXT[kwargs["split"]]})
+        assert (path, name, kwargs) == ("nyu-mll/glue", "sst2", {"split": "train"})
+        return datasets.Dataset.from_dict({"sentence": [s for s, _ in _SST2_ROWS], "label": [y for _, y in _SST2_ROWS],
+                                           "idx": list(range(len(_SST2_ROWS)))})
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    course = load_course()
+    course = dataclasses.replace(course, corpus=dataclasses.replace(course.corpus, heldout_sentences=3))
+    _local_folder(tmp_path)
+    local = load_corpus(course, data_dir=tmp_path, source="local")
+    assert requests == []
+    online = load_corpus(course, source="hub")
+    assert requests == [
+        ("Salesforce/wikitext", "wikitext-2-v1", {"split": "test"}),  # the local copy's files, in its order
+        ("Salesforce/wikitext", "wikitext-2-v1", {"split": "validation"}),
+        ("nyu-mll/glue", "sst2", {"split": "train"}),
+    ]
+    assert (online.train, online.heldout, online.counts) == (local.train, local.heldout, local.counts)
+    assert online.source == "hub" and any("[UNK]" in s for s in online.train)
+
+
+def test_course_yml_names_the_tokenized_wikitext():
+    from bertcourse.course import load_course
+
+    hub = load_course().datasets["wikitext2"].hub
+    assert (hub.path, hub.name) == ("Salesforce/wikitext", "wikitext-2-v1")  # not -raw-: <unk> as locally
+
+
+def _as_hub_rows(lines):
+    """The local copy's lines joined back into hub rows: headings on rows of their own, sentences of a
+    paragraph on one row, escapes written "@-@" as the hub writes them."""
+    import re
+
+    from bertcourse.data import _HEADING, _sentences
+
+    rows, paragraph = [], []
+
+    def flush():
+        if paragraph:
+            rows.extend(["", " " + " ".join(paragraph) + " \n"])
+            paragraph.clear()
+
+    for line in lines:
+        headings = []
+        while (heading := _HEADING.match(line)) is not None:
+            headings.append(line[: heading.end()].strip())
+            line = line[heading.end():]
+        if headings:
+            flush()
+            rows.extend(part for text in headings for part in ("", f" {text} \n"))
+        if paragraph and len(_sentences(paragraph[-1] + " next")) != 2:  # the line before ends no sentence
+            flush()
+        if line:
+            paragraph.append(line)
+    flush()
+    return [re.sub(r"@ ([-.,]) @", r"@\1@", row) for row in rows]
+
+
+@pytest.mark.parametrize("name", ["test.txt", "valid.txt"])
+def test_hub_rows_of_the_real_local_copy_give_back_its_lines(data_dir, name):
+    from bertcourse.data import hub_rows_as_lines
+
+    lines = (data_dir / "wikitext2" / name).read_text(encoding="utf-8").splitlines()
+    rows = _as_hub_rows(lines)
+    assert len(rows) < len(lines) / 2  # sentences really were joined into paragraphs
+    assert hub_rows_as_lines(rows) == lines

@@ -80,3 +80,20 @@ def test_the_course_exercises_are_healthy():
     failed = [f"{row.item}: {row.check}: {row.detail}" for row in rows if not row.ok]
     assert not failed, "\n".join(failed)
     assert len(rows) == 4 * len(course.exercises)
+
+
+def test_a_release_opened_in_jupyterlab_is_still_up_to_date(tmp_path):
+    """Opening the release in JupyterLab leaves `.ipynb_checkpoints/` (with a stale copy) behind."""
+    from bertcourse.grading.health import release_current_row
+
+    course = make_course(tmp_path / "course")
+    release(course)
+    released = course.root / "exercises" / "fx01-add"
+    (released / ".ipynb_checkpoints").mkdir()
+    solution = (course.root / "solutions" / "fx01-add" / "add.ipynb").read_text()
+    (released / ".ipynb_checkpoints" / "add-checkpoint.ipynb").write_text(solution)
+    (released / ".DS_Store").write_bytes(b"\0")
+    (released / "add.ipynb~").write_text(solution)
+    row = release_current_row(course, course.exercise("fx01-add"))
+    assert row.ok, row.detail
+    assert row.detail == "exercises/ matches"

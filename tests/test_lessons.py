@@ -1,18 +1,130 @@
-"""Every lesson in course.yml runs top to bottom with the quick profile on the real data and shows at
-least one plot. Lesson-specific tests read the same executed notebooks (tests/lesson_support.py)."""
+"""Every lesson in course.yml runs top to bottom with the quick profile on the real data, every cell that
+draws shows its figure, and a second Run All in the same kernel still does. Lesson-specific tests read
+the same executed notebooks (tests/lesson_support.py)."""
 
+import ast
+import re
+
+import nbformat
 import pytest
-from lesson_support import ROOT, executed_lesson
+from lesson_support import ROOT, executed_again, executed_lesson, plotting_cells, printed_text, shows_image
 
 from bertcourse.course import load_course
 
 LESSONS = load_course(ROOT).lessons
+IDS = [lesson.id for lesson in LESSONS]
+
+
+def errors(notebook):
+    return [o for cell in notebook.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.id for lesson in LESSONS])
-def test_lesson_executes_and_shows_a_plot(lesson, data_dir):
-    notebook = executed_lesson(lesson.notebook, data_dir)
-    outputs = [o for cell in notebook.cells for o in cell.get("outputs", [])]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs), f"{lesson.notebook} shows no plot"
+@pytest.mark.parametrize("lesson", LESSONS, ids=IDS)
+def test_every_plotting_cell_shows_its_figure_in_a_first_and_a_second_run_all(lesson, data_dir):
+    first, second = executed_lesson(lesson.notebook, data_dir), executed_again(lesson.notebook, data_dir)
+    assert not errors(first) and not errors(second)
+    drawing = plotting_cells(first)
+    assert drawing, f"{lesson.notebook} draws nothing"
+    for name, run in (("first", first), ("second", second)):
+        blank = [i for i in drawing if not shows_image(run.cells[i])]
+        assert not blank, f"{lesson.notebook}: cells {blank} show no image after the {name} Run All"
+
+
+def test_library_code_never_switches_the_matplotlib_backend():
+    """The backend belongs to the notebook: `matplotlib.use` or pyplot in a library module breaks its plots."""
+    offenders = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "src" / "bertcourse").rglob("*.py"))
+                 if re.search(r"matplotlib\.use\(|import matplotlib\.pyplot|switch_backend", path.read_text())]
+    assert not offenders
+
+
+def test_plot_history_draws_on_a_figure_of_its_own(tmp_path):
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from bertcourse.train import plot_history
+
+    backend, open_figures = matplotlib.get_backend(), plt.get_fignums()
+    history = {"step": list(range(1, 101)), "loss": [5 - i / 50 for i in range(100)], "eval_step": [50, 100],
+               "eval_loss": [4.5, 3.5], "eval_accuracy": [0.05, 0.1]}
+    fig = plot_history(history, tmp_path / "curve.png", title="(test)", baseline={"loss": 4.0, "accuracy": 0.07})
+    assert isinstance(fig, Figure) and (tmp_path / "curve.png").stat().st_size > 1000
+    assert matplotlib.get_backend() == backend and plt.get_fignums() == open_figures  # nothing global touched
+
+
+# ----------------------------------------------------------------------------- content
+
+
+def lesson_notebook(number: int) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / LESSONS[number].notebook, as_version=4)
+
+
+def markdown(notebook) -> str:
+    return "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+
+
+def test_lesson_0_tells_bpe_style_training_from_wordpiece_encoding_and_scoring():
+    text = " ".join(markdown(lesson_notebook(0)).split())
+    assert "same procedure as BPE" not in text
+    assert "greedy longest-match" in text
+    assert "freq(ab) / (freq(a) freq(b))" in text  # how WordPiece proper scores a merge
+
+
+def test_no_text_dates_transformers_whole_word_option_to_version_5():
+    texts = [markdown(nbformat.read(ROOT / lesson.notebook, as_version=4)) for lesson in LESSONS]
+    texts += [lesson.teaches for lesson in LESSONS] + [(ROOT / "README.md").read_text()]
+    assert not [t for t in texts if re.search(r"transformers 5'?s? (whole-word|dropped|added)", t)]
+    assert "4.57" in markdown(lesson_notebook(2))
+
+
+def test_heatmaps_have_a_colour_bar():
+    for lesson in LESSONS:
+        for cell in nbformat.read(ROOT / lesson.notebook, as_version=4).cells:
+            if cell.cell_type == "code" and ".imshow(" in cell.source:
+                assert "colorbar(" in cell.source, f"{lesson.notebook}: a heatmap without a colour bar"
+
+
+def test_profile_dependent_prose_is_not_hard_coded():
+    """Numbers measured for one profile belong in a cell's output, computed from the run."""
+    text = markdown(lesson_notebook(1)) + markdown(lesson_notebook(2)) + markdown(lesson_notebook(3))
+    for claim in ("1 in ~2,000", "about 13.8% on this batch", "43% of tokens", "about nine times",
+                  "it is better at predicting whole words from context and worse"):
+        assert claim not in text
+
+
+@pytest.mark.slow
+def test_lesson_2_summary_follows_its_own_measurements(data_dir):
+    text = printed_text(executed_lesson(LESSONS[2].notebook, data_dir))
+    for test in ("whole-word", "token-level"):
+        diff, half = map(float, re.search(rf"tested with {test} masks: whole-word minus token-level = "
+                                          r"([+-][\d.]+) \+- ([\d.]+)", text).groups())
+        verdict = re.search(rf"on {test} test masks, this run: (.+)", text).group(1)
+        expected = ("cannot tell the two apart" if abs(diff) <= half else
+                    "the whole-word model is ahead" if diff > 0 else "the token-level model is ahead")
+        assert verdict.startswith(expected), (test, diff, half, verdict)
+
+
+@pytest.mark.slow
+def test_lesson_printed_numbers_come_from_the_run(data_dir):
+    one = printed_text(executed_lesson(LESSONS[1].notebook, data_dir))
+    vocabulary = int(re.search(r"tokens, vocabulary (\d+)", one).group(1))
+    assert f"1 in {vocabulary - 5:,}" in one  # a random draw picks the original token again
+    two = printed_text(executed_lesson(LESSONS[2].notebook, data_dir))
+    assert re.search(r"stopping at the first word that does not fit: [\d.]+ of the tokens", two)
+    three = printed_text(executed_lesson(LESSONS[3].notebook, data_dir))
+    loss, baseline = (float(re.search(rf"{name}\s+([\d.]+)", three).group(1))
+                      for name in ("tiny BERT", "unigram baseline"))
+    assert re.search(r"this run: held-out loss [\d.]+ is " + ("below" if loss < baseline else "above")
+                     + r" the unigram baseline", three)
+
+
+@pytest.mark.slow
+def test_filled_in_examples_show_the_whole_mask(data_dir):
+    notebook = executed_lesson(LESSONS[3].notebook, data_dir)
+    (cell,) = [c for c in notebook.cells if c.cell_type == "code" and "model's top 5" in c.source]
+    examples = [line for line in "".join(o.get("text", "") for o in cell.outputs).splitlines() if "answer" not in line]
+    assert len(examples) == 4
+    for line in examples:
+        shown = ast.literal_eval(line.strip())
+        assert shown.count("[MASK]") == 1 and "[MAS" not in shown.replace("[MASK]", ""), shown

@@ -6,7 +6,7 @@ import pytest
 
 from bertcourse.course import CourseError
 from bertcourse.notebook import colab_url, execute_notebook, pick_profile
-from bertcourse.selfcheck import CheckFailed, check
+from bertcourse.selfcheck import CheckFailed, check, checks, not_done, todo
 
 
 def test_pick_profile_honours_the_variable_and_rejects_typos(monkeypatch, capsys):
@@ -57,8 +57,76 @@ def test_check_prints_a_tick_or_the_hint_and_raises(capsys):
 
 
 def test_check_reports_an_exception_in_the_students_code_as_a_failed_check(capsys):
-    with pytest.raises(CheckFailed, match="ZeroDivisionError"):
+    with pytest.raises(CheckFailed):
         check("the loss is finite", lambda: 1 / 0)
+    assert "\u2717 the loss is finite (ZeroDivisionError: division by zero" in capsys.readouterr().out
+
+
+def student_stub(*args):
+    raise NotImplementedError()  # nbgrader's stub, as in a released notebook
+
+
+def test_every_check_in_a_block_reports_and_the_block_fails_once_at_its_end(capsys):
+    with pytest.raises(CheckFailed, match="2 of 3 checks failed") as failure:
+        with checks():
+            check("first", False, hint="hint one")
+            check("second", lambda: 1 / 0, hint="hint two")
+            check("third", True, hint="hint three")
+    out = capsys.readouterr().out
+    assert out.count("\u2717") == 2 and "hint: hint one" in out and "hint: hint two" in out and "\u2713 third" in out
+    assert failure.value._render_traceback_() == [f"CheckFailed: {failure.value}"]  # IPython: no traceback
+
+
+def test_a_part_not_written_yet_says_so_and_lets_run_all_go_on(capsys, monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    with checks():
+        check("a check that calls the stub", lambda: student_stub(1), hint="h")
+        check("another one", lambda: student_stub(2), hint="h")
+        result = student_stub()  # a call outside any check ends the block the same way
+        check("never reached", result, hint="h")
+    out = capsys.readouterr().out
+    assert out.strip() == "\u2026 not done yet: implement `student_stub` above"  # once, and nothing else
+
+
+def test_under_nbgrader_a_part_not_done_fails_its_cell(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(CheckFailed, match="not done yet: implement `student_stub`"):
+        with checks():
+            student_stub()
+    with pytest.raises(CheckFailed, match="not done yet: set `answer_q1`"):
+        not_done("set `answer_q1` above")
+
+
+def test_an_error_outside_a_check_ends_the_block_as_a_failure_with_where_it_was_raised(capsys):
+    def mask_tokens():
+        return None
+
+    with pytest.raises(CheckFailed, match="1 of 1 checks failed"):
+        with checks():
+            inputs, labels = mask_tokens()
+    out = capsys.readouterr().out
+    assert "\u2717 the remaining checks could not run (TypeError: cannot unpack non-iterable NoneType" in out
+    assert "hint: the error comes from your code above" in out
+
+
+def test_a_libraries_not_implemented_error_is_a_failure_not_a_part_not_done(capsys):
+    import torch
+
+    with pytest.raises(CheckFailed):
+        with checks():
+            check("the module runs", lambda: torch.nn.Module()(torch.zeros(1)), hint="write forward")
+    assert "\u2717 the module runs (NotImplementedError: Module [Module] is missing" in capsys.readouterr().out
+
+
+def test_todo_turns_only_the_stub_into_a_not_done_line(capsys):
+    with todo("answer the questions"):
+        student_stub()
+    assert capsys.readouterr().out.strip() == "\u2026 not done yet: answer the questions"
+    with todo():
+        student_stub()
+    assert "implement `student_stub` above" in capsys.readouterr().out
+    with pytest.raises(ValueError), todo():  # any other error shows as usual
+        int("not a number")
 
 
 def test_colab_url_points_at_the_repository_file():

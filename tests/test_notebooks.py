@@ -1,20 +1,25 @@
 """Every notebook of the course: committed without outputs, opens in Colab, installs itself there,
 and is known to course.yml; the README's table of contents is generated from course.yml."""
 
+import importlib.metadata
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bertcourse.course import load_course
-from bertcourse.notebook import colab_badge, contents_table
+from bertcourse.folders import content_files
+from bertcourse.notebook import colab_badge, contents_table, setup_cell_source
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(
     p.relative_to(ROOT).as_posix()
     for folder in ("lessons", "exercises", "solutions")
-    for p in (ROOT / folder).rglob("*.ipynb")
-    if ".ipynb_checkpoints" not in p.parts
+    for p in content_files(ROOT / folder, "*.ipynb")  # JupyterLab's checkpoint copies are not notebooks
 )
 
 
@@ -39,6 +44,78 @@ def test_first_cell_opens_this_notebook_in_colab_and_the_next_installs_the_cours
     assert colab_badge(opens) in "".join(cells[0]["source"]), f"{path}: the first cell needs a badge to {opens}"
     first_code = next(c for c in cells if c["cell_type"] == "code")
     assert "google.colab" in "".join(first_code["source"]), f"{path}: the first code cell must install in Colab"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_first_code_cell_starts_with_the_generated_colab_setup(path):
+    first_code = "".join(next(c for c in _cells(path) if c["cell_type"] == "code")["source"])
+    block = setup_cell_source()
+    assert first_code == block or first_code.startswith(block + "\n\n"), (
+        f"{path}: the Colab set-up is not the one generated from course.yml: run `make setup-cells`"
+    )
+
+
+# Runs in a fresh interpreter standing in for a Colab kernel: the checkout's own (editable) copy of the
+# course is taken off sys.path, `site_dir` plays Colab's site-packages (searched from the start, empty of
+# the course), and the cell runs through IPython itself, so `!git` and `%pip` are the real magics.
+_COLAB_KERNEL = """
+import importlib.util, json, os, sys, types
+checkout_src, site_dir, cell = sys.argv[1:4]
+sys.path[:] = [p for p in sys.path if os.path.realpath(p) != os.path.realpath(checkout_src)]
+sys.path.append(site_dir)
+assert importlib.util.find_spec("bertcourse") is None, "the course is importable before the cell ran"
+sys.modules["google.colab"] = types.ModuleType("google.colab")
+from IPython.core.interactiveshell import InteractiveShell
+InteractiveShell.instance().run_cell(open(cell).read()).raise_error()
+import bertcourse
+from bertcourse.course import find_root
+print(json.dumps({"module": bertcourse.__file__, "root": str(find_root())}))
+"""
+
+
+def _fake_github_repository(folder: Path, branch: str) -> Path:
+    """A git repository with this checkout's installable part, standing in for the GitHub one."""
+    folder.mkdir()
+    for name in ("pyproject.toml", "README.md", "course.yml"):
+        shutil.copy(ROOT / name, folder / name)
+    shutil.copytree(ROOT / "src", folder / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-C", str(folder), "-c", "user.name=test", "-c", "user.email=test@example.org"]
+    for command in (["init", "-q", "-b", branch], ["add", "-A"], ["commit", "-q", "-m", "course"]):
+        subprocess.run([*git, *command], check=True, capture_output=True)
+    return folder
+
+
+def test_colab_setup_cell_makes_the_course_importable_in_the_same_kernel(tmp_path):
+    """The generated cell, run as in Colab (git and pip redirected to local copies, offline), leaves
+    `import bertcourse` working in the same process, from site-packages, with BERTCOURSE_ROOT at the clone."""
+    info = load_course(ROOT).course
+    origin = _fake_github_repository(tmp_path / "github", info.branch)
+    clone = tmp_path / "content" / "bertcourse"
+    clone.parent.mkdir()
+    prefix = tmp_path / "site"
+    site_dir = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    site_dir.mkdir(parents=True)
+    cell = tmp_path / "cell.py"
+    cell.write_text(setup_cell_source(clone_dir=str(clone)))
+    pip_config = tmp_path / "pip.conf"
+    # Offline and quick: no index, no dependencies (they are installed here), no isolated build env.
+    # ignore-installed: without it, pip would first uninstall this checkout's own (editable) install.
+    pip_config.write_text(f"[global]\nno-index = true\ndisable-pip-version-check = true\n"
+                          f"[install]\nno-deps = true\nprefix = {prefix}\nno-build-isolation = false\n"
+                          "ignore-installed = true\n")
+    env = {key: value for key, value in os.environ.items() if key not in ("BERTCOURSE_ROOT", "PYTHONPATH")}
+    env.update(PIP_CONFIG_FILE=str(pip_config), GIT_CONFIG_COUNT="1",
+               GIT_CONFIG_KEY_0=f"url.{origin.as_uri()}.insteadOf",
+               GIT_CONFIG_VALUE_0=f"https://github.com/{info.repository}")
+    done = subprocess.run([sys.executable, "-c", _COLAB_KERNEL, str(ROOT / "src"), str(site_dir), str(cell)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"the cell failed in a fresh kernel:\n{done.stdout}\n{done.stderr[-3000:]}"
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(seen["module"]).is_relative_to(site_dir), f"imported from {seen['module']}, not site-packages"
+    assert Path(seen["root"]) == clone and (clone / "course.yml").is_file()
+    assert not list(site_dir.glob("__editable__*")), "an editable install needs a restart to be importable"
+    keep = (clone.parent / "bertcourse-keep-torch.txt").read_text()
+    assert keep == f"torch=={importlib.metadata.version('torch')}\n", "Colab's torch must be pinned for pip"
 
 
 def test_every_lesson_notebook_is_in_the_manifest():

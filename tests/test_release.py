@@ -89,3 +89,57 @@ REAL_COURSE = load_course(ROOT)
 @pytest.mark.parametrize("exercise_id", [e.id for e in REAL_COURSE.exercises])
 def test_committed_release_of_the_course_is_up_to_date(exercise_id):
     assert stale_release(REAL_COURSE, [exercise_id]) == []
+
+
+
+def _leave_editor_artefacts(folder: Path, stale: str) -> None:
+    """What JupyterLab, Python, macOS, LibreOffice and editors leave next to a notebook."""
+    checkpoints = folder / ".ipynb_checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    (checkpoints / "add-checkpoint.ipynb").write_text(stale)  # a stale copy of the notebook
+    (folder / "__pycache__").mkdir(exist_ok=True)
+    (folder / "__pycache__" / "helpers.cpython-311.pyc").write_bytes(b"\0")
+    (folder / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (folder / "._add.ipynb").write_bytes(b"\0\5\26\7")
+    (folder / "add.ipynb~").write_text(stale)
+    (folder / ".~lock.add.ipynb#").write_text("someone,host,01.01.2026 10:00,")
+    (folder / ".hidden" / "deeper").mkdir(parents=True, exist_ok=True)
+    (folder / ".hidden" / "deeper" / "add.ipynb").write_text(stale)
+
+
+def test_editor_artefacts_do_not_make_the_release_stale_nor_travel_into_it(course, monkeypatch, capsys):
+    from bertcourse import cli
+
+    release(course)
+    released = course.root / "exercises" / "fx01-add"
+    stale = (course.root / "solutions" / "fx01-add" / "add.ipynb").read_text()  # the solution: very stale
+    _leave_editor_artefacts(released, stale)
+    assert stale_release(course) == []
+
+    _leave_editor_artefacts(course.root / "solutions" / "fx01-add", stale)
+    assert stale_release(course) == []
+    monkeypatch.setenv("BERTCOURSE_ROOT", str(course.root))
+    assert cli.main(["release"]) == 0
+    assert "released exercises/fx01-add/: add.ipynb\n" in capsys.readouterr().out
+    assert sorted(p.name for p in released.iterdir()) == ["add.ipynb"]  # nothing of the editor's travels
+
+    (released / "notes.txt").write_text("not an artefact")  # real content is still compared
+    assert any("notes.txt is not part of the release" in p for p in stale_release(course))
+
+
+def test_the_artefact_rule(tmp_path):
+    from bertcourse.folders import content_files, is_artefact
+
+    for name in (".ipynb_checkpoints", "__pycache__", ".DS_Store", "._add.ipynb", "add.ipynb~", ".~lock.a.csv#",
+                 ".git", "Thumbs.db"):
+        assert is_artefact(name), name
+    for name in ("add.ipynb", "add-checkpoint.ipynb", "data.csv", "notes~draft.md", "_common.py"):
+        assert not is_artefact(name), name
+    _leave_editor_artefacts(tmp_path, "{}")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.ipynb").write_text("{}")
+    (tmp_path / "a.ipynb").write_text("{}")
+    (tmp_path / "a.txt").write_text("")
+    assert content_files(tmp_path, "*.ipynb") == [tmp_path / "a.ipynb", tmp_path / "sub" / "b.ipynb"]
+    assert content_files(tmp_path, "*.ipynb", recursive=False) == [tmp_path / "a.ipynb"]
+    assert content_files(tmp_path) == [tmp_path / "a.ipynb", tmp_path / "a.txt", tmp_path / "sub" / "b.ipynb"]

@@ -13,12 +13,22 @@ from collections.abc import Callable, Sequence
 
 from bertcourse.errors import BertcourseError
 
+# What the `instructor` extra adds (pyproject.toml); a student's install (Colab's) does without them.
+INSTRUCTOR_PACKAGES = frozenset({"nbgrader", "jupyterlab", "notebook", "alembic", "sqlalchemy"})
+
 
 def _runs(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     """A handler that imports `module` only when the subcommand runs (torch and nbgrader load slowly)."""
 
     def handler(args: argparse.Namespace) -> int:
-        return getattr(importlib.import_module(module), function)(args)
+        try:
+            return getattr(importlib.import_module(module), function)(args)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] in INSTRUCTOR_PACKAGES:
+                raise BertcourseError(f"`bertcourse {args.command}` needs {exc.name.split('.')[0]}, part of the "
+                                      "course's instructor tools: pip install 'bertcourse[instructor]' "
+                                      "(or `pip install -e '.[instructor]'` in the course checkout)") from exc
+            raise
 
     return handler
 
@@ -76,8 +86,12 @@ def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="folder of <student>/<exercise>/ folders")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded in parallel (default: 1)")
-    parser.add_argument("--db-url", help="gradebook database, any SQLAlchemy URL, e.g. postgresql://host/db "
-                        "(default: from autograder/nbgrader_config.py, SQLite in the course folder)")
+    db = parser.add_mutually_exclusive_group()
+    db.add_argument("--db-url", help="gradebook database, any SQLAlchemy URL, e.g. postgresql://host/db "
+                    "(default: $BERTCOURSE_DB_URL, else SQLite in the course folder); never put a password "
+                    "here, where every user of the machine can read it: use $BERTCOURSE_DB_URL or --db-url-file")
+    db.add_argument("--db-url-file", metavar="PATH",
+                    help="read the gradebook URL from this file (one line; keep it readable by you only)")
     parser.add_argument("--exercise", action="append", dest="exercise_ids", metavar="ID",
                         help="grade only this exercise (repeatable; default: every exercise folder found)")
     parser.add_argument("--output-dir", help="where autograded/, feedback/ and grades.csv go "
@@ -156,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A hands-on course on BERT and masked language modelling: data, tokenizer, "
         "pretraining, exercises and their autograder. Every subcommand reads course.yml.",
     )
-    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     for add in SUBCOMMANDS:
         add(subparsers)
     return parser

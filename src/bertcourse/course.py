@@ -112,9 +112,15 @@ class Exercise:
     notebook: str  # path of the notebook inside solutions/ and exercises/
     points: float
     checks: str  # path of the hidden pytest module, relative to the course root
-    time_limit_s: float = 300
+    time_limit_s: float = 300  # running the notebook's cells, every (re)start together
     memory_limit_mb: int = 4096
-    check_time_limit_s: float = 60
+    check_time_limit_s: float = 60  # one cell, one check
+    part_time_limit_s: float | None = None  # all checks of one graded part; default 2 x check_time_limit_s
+
+    @property
+    def part_limit_s(self) -> float:
+        """The time budget of each graded part's checks (see autograder/README.md, Limits)."""
+        return self.part_time_limit_s if self.part_time_limit_s is not None else 2 * self.check_time_limit_s
 
 
 @dataclass(frozen=True)
@@ -272,6 +278,12 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
             if item.id in seen:
                 raise parser.error(node, f"duplicate id {item.id!r} in {key} (first at line {seen[item.id]})")
             seen[item.id] = _line(node)
+    for exercise, node in zip(course.exercises, _item_nodes(top, "exercises")):
+        for key in ("time_limit_s", "memory_limit_mb", "check_time_limit_s", "part_time_limit_s"):
+            value = getattr(exercise, key)
+            if value is not None and value <= 0:
+                raise parser.error(parser.mapping(node, "exercises")[key][1],
+                                   f"exercises {exercise.id!r}: {key} must be positive, got {value!r}")
     for source_name, node in zip(course.corpus.sources, _corpus_source_nodes(top)):
         if source_name not in course.datasets:
             raise parser.error(node, f"corpus source {source_name!r} is not a data set in 'datasets'")

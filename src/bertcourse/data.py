@@ -3,7 +3,9 @@
 Where the data comes from, in this order:
 1. a local folder (`data_dir=` / `--data-dir` / $BERTCOURSE_DATA) laid out like the course's reference
    data: `sst2/{train,validation}.{tsv,parquet,jsonl}` and `wikitext2/*.txt`;
-2. the Hugging Face hub when online (`nyu-mll/glue` sst2, `Salesforce/wikitext` wikitext-2-raw-v1);
+2. the Hugging Face hub when online (`nyu-mll/glue` sst2; `Salesforce/wikitext` wikitext-2-v1, the same
+   tokenized text with `<unk>` and the same validation and test splits as the local copy, turned into
+   the local copy's lines);
 3. a small synthetic sample generated here, only when the user asked for no particular source, and
    always with a printed notice: numbers measured on it mean nothing.
 
@@ -26,6 +28,7 @@ import datasets
 
 from bertcourse.course import Course, load_course
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import content_files
 
 DATA_ENV = "BERTCOURSE_DATA"
 CACHE_ENV = "BERTCOURSE_CACHE"
@@ -234,7 +237,12 @@ class Corpus:
 _HEADING = re.compile(r"^\s*(=(?: =)*) [^=]+? \1(?:\s+|$)")  # "= = Career = =": as many = on both sides
 _AT_ESCAPE = re.compile(r" ?@ ?([-.,]) ?@ ?")  # WikiText writes 1,000 as "1 @,@ 000"
 UNKNOWN_WORD = "[UNK]"  # WikiText's <unk> is written as the tokenizer's own unknown token
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+_HUB_ESCAPE = re.compile(r"@([-.,])@")  # the hub writes "1 @,@ 000" as "@,@", the local copy as "@ , @"
+_HEADING_ROW = re.compile(r"(=(?: =)*) [^=]+? \1")  # a whole hub row: " = = Career = = "
+_SENTENCE_ENDS = {".", "!", "?"}
+_CLOSERS = {'"', "'", ")"}  # one quote or bracket closing a sentence stays on its line
+# The local copy's files are read in name order; the hub path reads the same splits in the same order.
+WIKITEXT_LOCAL_FILES = {"test": "test.txt", "validation": "valid.txt"}
 
 
 def _clean_wikitext_line(line: str) -> str:
@@ -255,13 +263,51 @@ def _wikitext_lines(resolved: Source, course: Course) -> list[str]:
     spec = course.datasets["wikitext2"]
     if resolved.kind == "local":
         folder = resolved.path / spec.local_dir
-        files = sorted(folder.glob("*.txt"))
+        files = content_files(folder, "*.txt", recursive=False)  # no ._*.txt or backups
         if not files:
             raise DataError(f"no WikiText-2 text files (*.txt) in {folder}")
         return [line for path in files for line in path.read_text(encoding="utf-8").splitlines()]
-    loaded = datasets.load_dataset(spec.hub.path, spec.hub.name)
-    # The raw hub version has one paragraph per line; split it into sentences like the local copy.
-    return [s for split in loaded.values() for text in split["text"] for s in _SENTENCE_END.split(text)]
+    lines = []
+    for split in sorted(spec.splits, key=lambda split: WIKITEXT_LOCAL_FILES.get(split, split)):
+        rows = datasets.load_dataset(spec.hub.path, spec.hub.name, split=split)
+        lines.extend(hub_rows_as_lines(column(rows, "text")))
+    return lines
+
+
+def hub_rows_as_lines(rows: list[str]) -> list[str]:
+    """WikiText rows as the hub has them (a paragraph or a heading a row, blank rows between) written as the
+    local copy's lines: one sentence a line, ending after a "." / "!" / "?" token and a closing quote or
+    bracket; headings glued to the sentence after them; "@-@" escapes spaced out as "@ - @" (so that a
+    decimal "3 @.@ 5" splits there, as it does in the local copy)."""
+    lines: list[str] = []
+    headings: list[str] = []
+    for row in rows:
+        text = _HUB_ESCAPE.sub(r"@ \1 @", row).strip()
+        if not text:
+            continue
+        if _HEADING_ROW.fullmatch(text):
+            headings.append(text)
+            continue
+        sentences = _sentences(text)
+        sentences[0] = " ".join([*headings, sentences[0]])
+        headings = []
+        lines.extend(sentences)
+    return lines + [" ".join(headings)] if headings else lines  # headings with no text after: one line
+
+
+def _sentences(paragraph: str) -> list[str]:
+    """A WikiText paragraph cut after each sentence-ending token and the one closing token that may follow
+    it (a second quote opens the next sentence: `... yeah . "` / `" Kiss You " was ...`)."""
+    sentences: list[str] = []
+    current: list[str] = []
+    ended = False
+    for token in paragraph.split():
+        if ended and not (token in _CLOSERS and current[-1] in _SENTENCE_ENDS):
+            sentences.append(" ".join(current))
+            current, ended = [], False
+        current.append(token)
+        ended = ended or token in _SENTENCE_ENDS
+    return sentences + [" ".join(current)] if current else sentences
 
 
 def load_corpus(

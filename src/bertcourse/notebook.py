@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +44,79 @@ def colab_badge(path: str, repository: str | None = None, branch: str | None = N
     """Markdown for an 'Open in Colab' badge; every notebook's first cell carries one."""
     image = "https://colab.research.google.com/assets/colab-badge.svg"
     return f"[![Open In Colab]({image})]({colab_url(path, repository, branch)})"
+
+
+COLAB_CLONE = "/content/bertcourse"
+NOTEBOOK_FOLDERS = ("lessons", "solutions")  # exercises/ is generated from solutions/ by `bertcourse release`
+
+
+def setup_cell_source(repository: str | None = None, branch: str | None = None, clone_dir: str = COLAB_CLONE) -> str:
+    """The block that opens every notebook's first code cell: in Colab, install the course into the live kernel.
+
+    Why not `pip install -e`: an editable install is a `.pth` file, read only when Python starts, so the
+    running kernel could not import the course until a restart. A regular install puts the package in
+    site-packages, which the kernel already searches (`invalidate_caches` makes it look again). The
+    constraint pins the torch that Colab ships (its CUDA build): pip may add or upgrade other packages but
+    never replaces it. pip runs as `!{sys.executable} -m pip`, the kernel's own interpreter, rather than
+    `%pip`, which ends with a note to restart the kernel that is not true here. BERTCOURSE_ROOT points the
+    course at the clone (course.yml, the hidden checks).
+    The block has no blank line, so `write_setup_cells` can tell it from the notebook's own imports.
+    """
+    if repository is None or branch is None:
+        from bertcourse.course import load_course
+
+        info = load_course().course
+        repository, branch = repository or info.repository, branch or info.branch
+    return "\n".join([
+        "# Colab: install the course into this runtime, no restart needed (does nothing elsewhere).",
+        "# Generated from course.yml by `make setup-cells`: edit that, not this block.",
+        "import os, sys",
+        'if "google.colab" in sys.modules and "BERTCOURSE_ROOT" not in os.environ:',
+        "    import importlib, importlib.metadata, pathlib",
+        f"    _course = pathlib.Path({json.dumps(clone_dir)})",
+        '    if not (_course / "course.yml").is_file():',
+        f"        !git clone -q --depth 1 --branch {branch} https://github.com/{repository} {{_course}}",
+        '    _keep_torch = _course.parent / "bertcourse-keep-torch.txt"',
+        "    _keep_torch.write_text(f\"torch=={importlib.metadata.version('torch')}\\n\")",
+        "    !{sys.executable} -m pip install -q -c {_keep_torch} {_course}",
+        "    importlib.invalidate_caches()",
+        '    os.environ["BERTCOURSE_ROOT"] = str(_course)',
+    ])
+
+
+def _with_setup_block(source: str, block: str) -> str:
+    """`source` (a first code cell) with its leading Colab block replaced by `block`, or `block` put first."""
+    head, sep, rest = source.partition("\n\n")
+    if "google.colab" in head:
+        return block + sep + rest
+    return block + ("\n\n" + source if source.strip() else "")
+
+
+def write_setup_cells(root: str | Path | None = None) -> list[Path]:
+    """Put `setup_cell_source()` at the top of the first code cell of every lesson and solution notebook.
+
+    Returns the notebooks it changed. Run `bertcourse release` afterwards to carry the change to exercises/.
+    """
+    import nbformat
+
+    from bertcourse.course import load_course
+    from bertcourse.folders import content_files
+
+    course = load_course(root)
+    block = setup_cell_source(course.course.repository, course.course.branch)
+    changed = []
+    for folder in NOTEBOOK_FOLDERS:
+        for path in content_files(course.root / folder, "*.ipynb"):
+            notebook = nbformat.read(path, as_version=4)
+            cell = next((c for c in notebook.cells if c.cell_type == "code"), None)
+            if cell is None:
+                raise ValueError(f"{path} has no code cell to hold the Colab set-up")
+            source = _with_setup_block(cell.source, block)
+            if source != cell.source:
+                cell.source = source
+                nbformat.write(notebook, path)
+                changed.append(path)
+    return changed
 
 
 def contents_table() -> str:

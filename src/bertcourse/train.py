@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -30,6 +30,9 @@ import torch.nn.functional as F
 
 from bertcourse.errors import BertcourseError
 from bertcourse.model import GPT, IGNORE_INDEX, BertForMLM, ModelConfig, build_model, describe
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = "bertcourse-pretrain-1"
@@ -548,15 +551,18 @@ def write_report(out_dir: Path, history: dict, final: dict, options: PretrainOpt
     plot_history(history, out_dir / "loss_curve.png", title=f"{options.arch} ({options.profile})")
 
 
-def plot_history(history: dict, path: Path | None = None, title: str = "", baseline: dict | None = None):
-    """Training loss (smoothed), held-out loss and held-out accuracy against the step."""
-    import matplotlib
+def plot_history(history: dict, path: Path | None = None, title: str = "", baseline: dict | None = None,
+                 fig: Figure | None = None) -> Figure:
+    """Training loss (smoothed), held-out loss and held-out accuracy against the step.
 
-    if path is not None:
-        matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    Library code must not touch the notebook's matplotlib backend or pyplot's list of figures, so this
+    draws on `fig` (a notebook passes `plt.figure(...)` and then calls `plt.show()`) or, without one, on a
+    `matplotlib.figure.Figure` of its own. Saves to `path` if given and returns the figure.
+    """
+    from matplotlib.figure import Figure
 
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig = fig if fig is not None else Figure(figsize=(10, 3.6))
+    ax_loss, ax_acc = fig.subplots(1, 2)
     losses = np.asarray(history["loss"])
     window = max(1, len(losses) // 50)
     smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
@@ -573,7 +579,6 @@ def plot_history(history: dict, path: Path | None = None, title: str = "", basel
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
-        plt.close(fig)
     return fig
 
 

@@ -22,6 +22,7 @@ import io
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -32,6 +33,7 @@ from typing import Any
 
 from bertcourse.course import Course, Exercise
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import is_artefact
 
 RESULT_NAME = "bertcourse-result.json"
 RESULT_FORMAT = 1
@@ -64,7 +66,8 @@ class Job:
 
 
 def _visible(path: Path) -> bool:
-    return not path.name.startswith(".") and path.name != "__pycache__"
+    """Not an editor's artefact: JupyterLab's checkpoint copies and backups are never graded."""
+    return not is_artefact(path.name)
 
 
 def find_submissions(course: Course, submissions: Path, exercise_ids: Sequence[str] | None = None) -> list[Job]:
@@ -219,6 +222,10 @@ def _lane_grader(course: Course) -> Any:
 def _new_lane(course: Course, exercise_ids: list[str]) -> None:
     """Start a lane's engine and load nbconvert before the first submission arrives."""
     _lane.clear()  # a forked lane starts without the parent's engine: its helpers belong to the parent
+    # The parent decides when a batch stops: Ctrl-C interrupts it, and it ends the lanes with SIGTERM,
+    # on which a lane closes its engine (helpers and temporary folder) and leaves at once.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _end_lane)
     grader = _lane_grader(course)
     for exercise_id in exercise_ids:
         try:
@@ -234,6 +241,14 @@ def _close_lane() -> None:
     grader = _lane.pop("grader", None)
     if grader is not None:
         grader.close()
+
+
+def _end_lane(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM (the pool sends its own) must not cut this short
+    try:
+        _close_lane()
+    finally:
+        os._exit(128 + signum)
 
 
 def grade_job(course: Course, job: Job, cell_points: dict[str, float], submissions: Path,
@@ -410,6 +425,10 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
                     write_feedback(feedback_root / record.student / record.exercise, record, job.notebook)
             for record in lanes:
                 finish(record, write_result=True)
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: stop grading, leave nothing behind
+        lanes.terminate()
+        _close_lane()
+        raise
     finally:
         lanes.close()
 
@@ -489,17 +508,67 @@ class _Lanes:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
+    def terminate(self) -> None:
+        """End the lanes now (each closes its engine on SIGTERM), without waiting for their notebooks."""
+        if self.pool is None:
+            return
+        processes = list(getattr(self.pool, "_processes", {}).values())
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool = None
+
+
+def resolve_db_url(db_url: str | None, db_url_file: str | None, log: Callable[[str], None] = print) -> str | None:
+    """The gradebook URL from --db-url or --db-url-file (None: $BERTCOURSE_DB_URL or the course default).
+
+    A command line is readable by every user of the machine (`ps`, /proc): a URL with a password given
+    there gets a warning; a file or the environment keeps it private."""
+    from bertcourse.grading.gradebook import url_password
+
+    if db_url and db_url_file:
+        raise BatchError("give the gradebook URL with --db-url or with --db-url-file, not both")
+    if db_url_file:
+        try:
+            lines = [line.strip() for line in Path(db_url_file).read_text(encoding="utf-8").splitlines()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BatchError(f"--db-url-file {db_url_file}: cannot read it ({exc})") from None
+        lines = [line for line in lines if line and not line.startswith("#")]
+        if len(lines) != 1:
+            raise BatchError(f"--db-url-file {db_url_file}: expected one line with the database URL, "
+                             f"found {len(lines)}")
+        return lines[0]
+    if db_url and url_password(db_url):
+        log("warning: --db-url carries a password, which every user of this machine can read in the process "
+            "list; put the URL in BERTCOURSE_DB_URL or in a file named by --db-url-file instead")
+    return db_url
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: lanes are ended and temporary folders removed
+
 
 def autograde_command(args: Any) -> int:
     from bertcourse.course import load_course
+    from bertcourse.grading.gradebook import redact
 
     course = load_course()
+    db_url = resolve_db_url(args.db_url, getattr(args, "db_url_file", None),
+                            log=lambda line: print(line, file=sys.stderr))
     options = BatchOptions(
         submissions=Path(args.submissions), output_dir=Path(args.output_dir) if args.output_dir else None,
-        exercise_ids=args.exercise_ids, jobs=args.jobs, db_url=args.db_url, force=args.force,
+        exercise_ids=args.exercise_ids, jobs=args.jobs, db_url=db_url, force=args.force,
         progress=not args.no_progress,
     )
-    summary = autograde(course, options)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        summary = autograde(course, options)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts().items()))
     print(f"{len(summary.records)} submissions ({counts}); graded now: {summary.graded_now}, "
           f"reused: {summary.reused}")
@@ -507,5 +576,5 @@ def autograde_command(args: Any) -> int:
         if record.status != "graded":
             print(f"  {record.student}/{record.exercise}: {record.status}: {'; '.join(record.reasons)}")
     print(f"grades: {summary.csv_path}\nfeedback: {summary.feedback_dir}/<student>/<exercise>/feedback.html\n"
-          f"gradebook: {summary.db_url}")
+          f"gradebook: {redact(summary.db_url, summary.db_url)}")
     return 0

@@ -105,22 +105,60 @@ class _Lost(Exception):
 # ----------------------------------------------------------------------------- helper processes
 
 
-def _python_env(course_root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "BERTCOURSE_DATA",
-                                                          "BERTCOURSE_CACHE", "BERTCOURSE_PROFILE", "VIRTUAL_ENV")}
-    env.update(PYTHONHASHSEED="0", BERTCOURSE_ROOT=str(course_root), PYTHONDONTWRITEBYTECODE="1")
+# What the helper processes inherit from the grader's environment: nothing else, so that no secret
+# (BERTCOURSE_DB_URL, PGPASSWORD, tokens) reaches a process that runs next to student code.
+_INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "BERTCOURSE_DATA", "BERTCOURSE_PROFILE", "VIRTUAL_ENV",
+                  "PYTHONPATH", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def _python_env(course_root: Path, scratch: Path, cache_dir: str) -> dict[str, str]:
+    """The zygote's and the judge's environment: an allow-list, with temporary files in `scratch`."""
+    env = {k: v for k, v in os.environ.items() if k in _INHERITED_ENV}
+    env.update(PYTHONHASHSEED="0", BERTCOURSE_ROOT=str(course_root), PYTHONDONTWRITEBYTECODE="1",
+               BERTCOURSE_CACHE=cache_dir, TMPDIR=str(scratch))
     return env
 
 
+_SCRATCH_PREFIX = "bertcourse-grader-"
+
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def _scratch_folder() -> Path:
+    """A new scratch folder for one Grader, named after this process, after removing the folders of
+    graders whose process is gone (killed with SIGKILL, say): `bertcourse-grader-<pidns>-<pid>-*`."""
+    root, namespace = Path(tempfile.gettempdir()), _pid_namespace()
+    try:
+        stale = [p for p in root.glob(f"{_SCRATCH_PREFIX}{namespace}-*-*") if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        stale = []
+    for folder in stale:
+        pid = folder.name[len(_SCRATCH_PREFIX) + len(namespace) + 1:].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue  # alive (or not ours to ask about)
+    return Path(tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{namespace}-{os.getpid()}-"))
+
+
 class _Zygote:
-    def __init__(self, course_root: Path, log_dir: Path):
+    def __init__(self, course_root: Path, log_dir: Path, cache_dir: str):
         # Message boundaries without framing: SEQPACKET on Linux, datagrams elsewhere (macOS).
         kind = socket.SOCK_SEQPACKET if sys.platform.startswith("linux") else socket.SOCK_DGRAM
         ours, theirs = socket.socketpair(socket.AF_UNIX, kind)
         self.log = open(log_dir / "zygote.log", "ab")  # noqa: SIM115 - lives as long as the process
         # HOME and MPLCONFIGDIR in the grader's scratch folder: preloading (IPython, matplotlib's font
         # cache) writes there once, never in the real home, and every forked worker inherits the result.
-        env = _python_env(course_root)
+        env = _python_env(course_root, log_dir, cache_dir)
         env.update(HOME=str(log_dir), MPLBACKEND="Agg", MPLCONFIGDIR=str(log_dir / "matplotlib"))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bertcourse.grading.worker", str(theirs.fileno())],
@@ -155,10 +193,11 @@ class _Zygote:
 
 
 class _Judge:
-    def __init__(self, course_root: Path, log_dir: Path):
+    def __init__(self, course_root: Path, log_dir: Path, cache_dir: str):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ)
-        env.update(PYTHONHASHSEED="0", BERTCOURSE_ROOT=str(course_root))
+        env = _python_env(course_root, log_dir, cache_dir)  # its own temporary folder goes in log_dir
+        if os.environ.get("HOME"):
+            env["HOME"] = os.environ["HOME"]
         self.log = open(log_dir / "judge.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bertcourse.grading.judge", str(theirs.fileno())],
@@ -225,7 +264,7 @@ class Grader:
             Path(self.cache_dir).mkdir(parents=True, exist_ok=True)  # a missing folder could not be granted
         self.profile = profile or os.environ.get("BERTCOURSE_PROFILE") or (
             "cpu-quick" if "cpu-quick" in self.course.profiles else None)
-        self._tmp = Path(tempfile.mkdtemp(prefix="bertcourse-grader-"))
+        self._tmp = _scratch_folder()
         self._zygote: _Zygote | None = None
         self._judge: _Judge | None = None
         self._checks: dict[tuple[str, int], list[CheckInfo]] = {}
@@ -258,7 +297,7 @@ class Grader:
         if self._zygote is None or not self._zygote.alive():
             if self._zygote is not None:
                 self._zygote.close()
-            self._zygote = _Zygote(self.course.root, self._tmp)
+            self._zygote = _Zygote(self.course.root, self._tmp, self.cache_dir)
         return self._zygote
 
     def _judge_ready(self) -> _Judge:
@@ -266,7 +305,7 @@ class Grader:
         if self._judge is None or not self._judge.alive():
             if self._judge is not None:
                 self._judge.close()
-            self._judge = _Judge(self.course.root, self._tmp)
+            self._judge = _Judge(self.course.root, self._tmp, self.cache_dir)
         return self._judge
 
     def _restart_judge(self) -> None:
@@ -342,11 +381,13 @@ class Grader:
         if problem or cells is None:
             return self._void(result, checks, problem or "unreadable notebook", started)
         self._compare(cells, ex, result)
-        session = _Session(self, ex, cells, path.parent, result)
+        session = _Session(self, ex, cells, path.parent, result, {c.name: c.cell for c in checks})
         try:
             self._run_checks(session, ex, checks, result)
         finally:
             session.close()
+        if session.refused:
+            result.error = session.refused
         result.cells = [session.records[i] for i in sorted(session.records)]
         result.duration_s = round(time.monotonic() - started, 3)
         result.total()
@@ -394,16 +435,20 @@ class Grader:
         judge = self._judge_ready()
         limits = {"check_time_limit_s": ex.check_time_limit_s, "memory_limit_mb": ex.memory_limit_mb,
                   "time_limit_s": ex.time_limit_s}
-        judge_deadline = session.deadline + 60 + len(checks) * (GRACE_S + 1)
+        started = time.monotonic()
+        slack = 60 + len(checks) * (GRACE_S + 1)
+        budget = session.bound_s()
         internal = None
         try:
             module = self.checks_path(ex)
             judge.channel.send({"op": "run", "module": str(module), "mtime": module.stat().st_mtime_ns,
                                 "limits": limits, "nonce": nonce})
             while True:
+                judge_deadline = started + budget + session.uncharged + slack
                 header, blob = judge.channel.recv(timeout=max(judge_deadline - time.monotonic(), 1.0))
                 op = header.get("op")
                 if op == "done":
+                    session.end_checks()
                     break
                 try:
                     if op == "begin_check":
@@ -446,30 +491,69 @@ def canary_problem(results: list[dict[str, Any]], nonce: str) -> str | None:
 # ----------------------------------------------------------------------------- one notebook's worker
 
 
+_NOTEBOOK = "\0notebook"  # the budget of running the notebook's cells (parts are keyed by grade_id)
+
+
 class _Session:
-    """The worker of one notebook: start (and restart) it, relay requests, enforce the limits."""
+    """The worker of one notebook: start (and restart) it, relay requests, enforce the limits.
+
+    Time is charged to one budget at a time: running the notebook's cells (every start and restart)
+    to the notebook's `time_limit_s`, each check to its part's `part_time_limit_s`, and starting a
+    process from the zygote to nobody. A check gets `check_time_limit_s`, or what is left of its part's
+    budget when that is less. So a hang spends only its own part's time: other parts get the worker
+    restarted and their own budget, and a notebook costs at most time_limit_s + parts x part budget."""
 
     def __init__(self, grader: Grader, ex: Exercise, cells: NotebookCells, submission_dir: Path,
-                 result: NotebookResult):
+                 result: NotebookResult, part_of: dict[str, str] | None = None):
         self.grader, self.ex, self.cells, self.result = grader, ex, cells, result
         self.submission_dir = submission_dir
-        self.deadline = time.monotonic() + ex.time_limit_s
+        self.part_of = part_of or {}  # check name -> its part (the test cell's grade_id)
+        self.part_limit = ex.part_limit_s
+        self.budgets: dict[str, float] = {_NOTEBOOK: ex.time_limit_s}
+        self.clock: str | None = None  # the budget being charged now
+        self.since = time.monotonic()
+        self.uncharged = 0.0  # seconds charged to no budget (process starts)
+        self.part = ""  # the part of the check being run
+        self.part_bound = False  # whether the part's budget, not check_time_limit_s, ends this check
+        self.refused: str | None = None  # why grading was refused (sandbox="require" without a sandbox)
         self.skip: set[int] = set()
         self.records: dict[int, CellRecord] = {}
         self.pid: int | None = None
         self.channel: Channel | None = None
         self.work_dir: Path | None = None
         self.gone: str | None = None  # why no worker can be started any more
-        self.check_deadline = self.deadline
+        self.check_deadline = self.since
         self.sandbox_noted = False
         modules = {m for c in cells.to_run for m in _IMPORT.findall(c.source) if m.split(".")[0] in PRELOADABLE}
         self.preload = sorted(modules)
+
+    # -- time budgets
+
+    def _charge(self, budget: str | None) -> None:
+        """Charge the time since the last switch to the current budget, then start charging `budget`."""
+        now = time.monotonic()
+        if self.clock is None:
+            self.uncharged += now - self.since
+        else:
+            self.budgets[self.clock] = self._left(self.clock, now)
+        self.clock, self.since = budget, now
+
+    def _left(self, budget: str, now: float | None = None) -> float:
+        left = self.budgets.get(budget, self.part_limit)
+        return left - ((now or time.monotonic()) - self.since) if budget == self.clock else left
+
+    def bound_s(self) -> float:
+        """The most seconds this notebook may still take, besides process starts."""
+        parts = set(self.part_of.values())
+        return max(self._left(_NOTEBOOK), 0) + sum(max(self._left(p), 0) for p in parts)
 
     # -- limits and reasons
 
     def _reason(self, status: str, during: str) -> str:
         if status == "time-limit":
             return f"grading stopped: the notebook used up its time limit of {self.ex.time_limit_s:g} s"
+        if status == "part-time-limit":
+            return f"grading of this part stopped: its checks used up their time limit of {self.part_limit:g} s"
         if status == "timeout":
             return f"your code did not finish within {self.ex.check_time_limit_s:g} s"
         if status == "memory":
@@ -479,13 +563,14 @@ class _Session:
     def _await(self, deadline: float) -> tuple[dict[str, Any], bytes]:
         """The worker's next message, watching its memory; _Lost when it dies, hangs or hogs memory."""
         assert self.channel is not None and self.pid is not None
+        notebook_end = time.monotonic() + self._left(_NOTEBOOK) if self.clock == _NOTEBOOK else float("inf")
         while True:
             now = time.monotonic()
-            if now >= min(deadline, self.deadline):
+            if now >= min(deadline, notebook_end):
                 self._kill()
-                raise _Lost("time-limit" if now >= self.deadline else "timeout")
+                raise _Lost("time-limit" if now >= notebook_end else "timeout")
             try:
-                return self.channel.recv(timeout=min(POLL_S, min(deadline, self.deadline) - now))
+                return self.channel.recv(timeout=min(POLL_S, min(deadline, notebook_end) - now))
             except TimeoutError:
                 pass
             except (EOFError, ProtocolError, OSError):
@@ -543,23 +628,28 @@ class _Session:
         """Start a worker and run the notebook; None when it is ready, else why checks cannot run."""
         limit = self.ex.check_time_limit_s
         while True:
-            if time.monotonic() >= self.deadline:
+            if self._left(_NOTEBOOK) <= 0:
                 self.gone = self._reason("time-limit", "")
                 self._note_once("time-limit", self.gone)
                 return self.gone
-            forking = time.monotonic()
+            self._charge(None)  # a cold or busy zygote is not the notebook's time
             self._fork()
-            self.deadline += time.monotonic() - forking  # a cold or busy zygote is not the notebook's time
+            self._charge(_NOTEBOOK)
             assert self.channel is not None
             current: int | None = None
             last: int | None = None
             try:
                 hello, _ = self._await(time.monotonic() + STARTUP_TIMEOUT_S)
                 problem = hello.get("sandbox_problem")
+                if problem and self.grader.sandbox == "require":
+                    self._kill()
+                    self.gone = self.refused = f"not graded: the worker sandbox is required, but {problem}"
+                    return self.gone
                 if problem or self.grader.sandbox == "off":
                     if not self.sandbox_noted:
-                        self.result.add_note("sandbox-unavailable", "the worker ran without a filesystem "
-                                             f"sandbox ({problem or 'switched off'}); hidden checks were readable")
+                        self.result.add_note("sandbox-unavailable", "the worker ran without a full sandbox "
+                                             f"({problem or 'switched off'}): the hidden checks, the network or "
+                                             "other processes may have been within its reach")
                         self.sandbox_noted = True
                 if not sys.platform.startswith("linux"):
                     self._note_once("memory-unenforced", "the memory limit is enforced on Linux only (/proc)")
@@ -619,24 +709,28 @@ class _Session:
 
     # -- serving the judge
 
-    def _out_of_notebook_time(self) -> str:
-        self._kill()
-        self.gone = self._reason("time-limit", "")
-        self._note_once("time-limit", self.gone)
-        return self.gone
-
     def begin_check(self, name: str) -> str | None:
+        self.part = self.part_of.get(name, "")
+        self._charge(self.part)
         if self.gone:
             return self.gone
-        if time.monotonic() >= self.deadline:
-            return self._out_of_notebook_time()
+        if self._left(self.part) <= 0:
+            return self._reason("part-time-limit", "")
         if self.channel is None:
             reason = self._start()
+            self._charge(self.part)
             if reason:
                 return reason
-        self.check_deadline = min(time.monotonic() + self.ex.check_time_limit_s, self.deadline)
+            if self._left(self.part) <= 0:
+                return self._reason("part-time-limit", "")
+        left = self._left(self.part)
+        self.part_bound = left < self.ex.check_time_limit_s
+        self.check_deadline = time.monotonic() + min(self.ex.check_time_limit_s, left)
         reply = self.rpc({"op": "reset", "seed": zlib.crc32(name.encode())}, b"")
         return reply[0].get("reason") if reply[0].get("kind") == "lost" else None
+
+    def end_checks(self) -> None:
+        self._charge(None)
 
     def rpc(self, request: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
         if self.channel is None:
@@ -645,19 +739,18 @@ class _Session:
         try:
             if left <= 0:
                 self._kill()
-                raise _Lost("time-limit" if time.monotonic() >= self.deadline else "timeout")
+                raise _Lost("timeout")
             self.channel.send({**request, "deadline_s": max(left - 0.25, 0.05)}, blob, timeout=left + GRACE_S)
             reply = self._await(self.check_deadline + GRACE_S)
-            if reply[0].get("kind") == "timeout" and self.check_deadline >= self.deadline:
-                return {"kind": "lost", "reason": self._out_of_notebook_time()}, b""  # the notebook's time ran out
+            if reply[0].get("kind") == "timeout" and self.part_bound:  # the part's time ran out, not the check's
+                return {"kind": "lost", "reason": self._reason("part-time-limit", "")}, b""
             return reply
         except (OSError, TimeoutError):
             self._kill()
             reason = self._reason("crashed", "during this check")
         except _Lost as lost:
-            reason = self._reason(lost.status, "during this check")
-            if lost.status == "time-limit":
-                self.gone = reason
+            status = "part-time-limit" if lost.status == "timeout" and self.part_bound else lost.status
+            reason = self._reason(status, "during this check")
         return {"kind": "lost", "reason": reason}, b""
 
 

@@ -1,59 +1,184 @@
-"""Per-student feedback pages: the submitted notebook as HTML, with each graded part's results.
+"""Per-student feedback pages: the submitted notebook as one small, static, offline HTML page.
 
-The page is nbconvert's rendering of the student's own notebook, with a results box after each
-autograded cell (pass/fail per check, points, the check's one-line feedback and the reason it failed)
-and a summary at the top. It never shows hidden test source: the checks live in `autograder/` and only
-their student-safe fields (`feedback`, `message`) are printed, never pytest's report (`detail`) nor the
-check's name. Any `### BEGIN HIDDEN TESTS` region in the notebook is cleared as nbgrader would.
+The page shows the student's own cells (markdown rendered, with its math drawn by matplotlib's mathtext as
+inline SVG so that it reads without a network; code highlighted), what each code cell printed when it
+was graded, a results box after each autograded cell (each check labelled by what it checks,
+pass/fail, points, the check's one-line feedback and why it failed, a reason shared by several checks
+said once) and a summary at the top. It never shows hidden test source: the checks live in `autograder/` and only their
+student-safe fields (name made readable, `feedback`, `message`) are printed, never pytest's report
+(`detail`). Any `### BEGIN HIDDEN TESTS` region in the notebook is cleared as nbgrader would.
+
+A handwritten stylesheet keeps a page to a few kilobytes (nbconvert's lab template inlined ~280 KB
+of CSS); a Content-Security-Policy forbids scripts and every network load, so a submission's markdown
+can neither run code nor phone home from the page.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import html
-import secrets
+import io
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from bertcourse.grading.report import check_label, shared_messages
 
 if TYPE_CHECKING:
     from bertcourse.grading.batch import Record
 
 FEEDBACK_NAME = "feedback.html"
+OUTPUT_SHOW_CHARS = 2000  # of what a cell printed when graded (the worker keeps about as much)
+
+_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'")
 
 _STYLE = """
-<style>
-.bc-box { border: 2px solid #888; border-radius: 6px; padding: 0.6em 1em; margin: 0.5em 0 1em 0;
-          font-family: sans-serif; font-size: 14px; }
-.bc-full { border-color: #2e7d32; background: #f1f8f1; }
-.bc-part { border-color: #f9a825; background: #fffaf0; }
-.bc-zero { border-color: #c62828; background: #fdf3f3; }
+body { font: 15px/1.5 system-ui, sans-serif; color: #222; max-width: 60em; margin: 1em auto; padding: 0 1em; }
+pre, code { font: 13px/1.4 ui-monospace, Menlo, Consolas, monospace; }
+pre { margin: 0; padding: 0.5em 0.8em; white-space: pre-wrap; overflow-wrap: anywhere; }
+.md { margin: 0.8em 0; } .md pre { background: #f6f6f6; } .md table { border-collapse: collapse; }
+.md td, .md th { border: 1px solid #ccc; padding: 0.2em 0.5em; } .md img { max-width: 100%; }
+img.math { vertical-align: middle; } img.math.display { display: block; margin: 0.5em auto; }
+.code { margin: 0.8em 0; border-left: 3px solid #9ab; background: #f7f9fb; }
+.out { border-left: 3px solid #ddd; margin: -0.4em 0 0.8em 0; } .out pre { background: #fff; }
+.lbl { font-size: 12px; color: #667; padding: 0.1em 0.8em; } .err { color: #b71c1c; padding: 0.2em 0.8em; }
+math { font-size: 1.1em; } math[display="block"] { margin: 0.6em 0; } .tex { color: #555; }
+.k, .ow, .nb, .bp { color: #00f; } .nf, .nc { color: #795e26; } .ne { color: #c00; } .s { color: #a31515; }
+.c { color: #008000; font-style: italic; } .m { color: #098658; }
+.bc-box { border: 2px solid #888; border-radius: 6px; padding: 0.6em 1em; margin: 0.5em 0 1em 0; }
+.bc-full { border-color: #2e7d32; background: #f1f8f1; } .bc-part { border-color: #f9a825; background: #fffaf0; }
+.bc-zero { border-color: #c62828; background: #fdf3f3; } .bc-box h2 { margin: 0.2em 0; font-size: 1.3em; }
 .bc-box table { border-collapse: collapse; margin-top: 0.4em; }
 .bc-box td, .bc-box th { padding: 0.15em 0.6em; text-align: left; vertical-align: top; }
 .bc-pass { color: #2e7d32; font-weight: bold; } .bc-fail { color: #c62828; font-weight: bold; }
-</style>
+.pts { white-space: nowrap; }
 """
 
-_NO_SCRIPTS = '<meta http-equiv="Content-Security-Policy" content="script-src \'none\'; object-src \'none\'">'
-
-_exporter: Any = None  # one per process: building nbconvert's exporter loads its templates
-
-
-def _html_exporter() -> Any:
-    global _exporter
-    if _exporter is None:
-        from nbconvert import HTMLExporter
-
-        _exporter = HTMLExporter()
-    return _exporter
+_renderer: Any = None
 
 
 def warm_up() -> None:
-    """Load nbconvert and its templates now (before grading lanes fork, so that they share them)."""
-    _html_exporter()
+    """Load the markdown, math and highlighting code now (before grading lanes fork, so they share it)."""
+    _markdown("$x$")
+    _code("x = 1")
     from nbgrader.preprocessors import ClearHiddenTests  # noqa: F401
 
 
 def _e(text: object) -> str:
     return html.escape(str(text))
+
+
+# ----------------------------------------------------------------------------- the student's cells
+
+@functools.lru_cache(maxsize=512)
+def math_html(tex: str, display: bool) -> str:
+    """TeX drawn by matplotlib's mathtext as an inline SVG image: no script, no network, no extra
+    dependency (a data: URL, so each formula's glyph ids stay its own). The TeX itself, escaped, when
+    mathtext cannot read it."""
+    from matplotlib import mathtext, rc_context
+
+    delimited = f"${tex.strip()}$"
+    svg = io.BytesIO()
+    try:
+        with rc_context({"svg.fonttype": "path", "svg.hashsalt": "bertcourse"}):  # local to this call
+            mathtext.math_to_image(delimited, svg, format="svg", dpi=72)
+    except Exception:  # mathtext's parse errors are of several kinds; unreadable TeX is shown as TeX
+        delimiter = "$$" if display else "$"
+        return f'<code class="tex">{_e(delimiter + tex + delimiter)}</code>'
+    text = re.sub(r"<\?xml.*?\?>|<!DOCTYPE.*?>|<metadata>.*?</metadata>", "", svg.getvalue().decode(), flags=re.S)
+    text = re.sub(r">\s+<", "><", re.sub(r"\s+", " ", text)).strip()  # path data and markup keep their meaning
+    data = base64.b64encode(text.encode()).decode("ascii")
+    kind = "math display" if display else "math"
+    return f'<img class="{kind}" alt="{_e(tex.strip())}" src="data:image/svg+xml;base64,{data}">'
+
+
+def _markdown_renderer() -> Any:
+    global _renderer
+    if _renderer is None:
+        from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+
+        class Renderer(IPythonRenderer):
+            """nbconvert's notebook markdown, with raw HTML escaped, math as SVG and images offline."""
+
+            def block_math(self, body: str) -> str:
+                return math_html(body, display=True)
+
+            def inline_math(self, body: str) -> str:
+                return math_html(body, display=False)
+
+            def latex_environment(self, name: str, body: str) -> str:
+                return math_html(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
+
+            def multiline_math(self, text: str) -> str:
+                return _e(text)
+
+            def image(self, text: str, url: str, title: str | None = None) -> str:
+                if url.startswith("attachment:"):
+                    try:
+                        url = self._embed_image_or_attachment(url)
+                    except Exception:  # a missing attachment: show the alt text
+                        pass
+                if url.startswith("data:image/"):
+                    return super().image(text, url, title)
+                return f"<span>[image: {text or _e(url)}]</span>"  # the page loads nothing from elsewhere
+
+        _renderer = (Renderer, MarkdownWithMath)
+    return _renderer
+
+
+def _markdown(source: str, attachments: dict | None = None) -> str:
+    renderer_class, markdown_class = _markdown_renderer()
+    renderer = renderer_class(escape=True, allow_harmful_protocols=False, exclude_anchor_links=True,
+                              attachments=attachments or {})
+    return markdown_class(renderer=renderer).render(source)
+
+
+_COLOURED = ("k", "s", "c", "m", "nf", "nc", "nb", "bp", "ne", "ow")  # the token classes the stylesheet colours
+
+
+def _code(source: str) -> str:
+    """Python source highlighted with pygments, a span only where the stylesheet gives a colour
+    (pygments' own formatter wraps every name and comma, doubling the size of a page)."""
+    from pygments import lex
+    from pygments.lexers import PythonLexer
+    from pygments.token import STANDARD_TYPES
+
+    runs: list[list] = []  # [colour or None, text]: neighbours of one colour share a span
+    for token, text in lex(source, PythonLexer()):
+        while token not in STANDARD_TYPES:
+            token = token.parent
+        short = STANDARD_TYPES[token]
+        colour = next((c for c in _COLOURED if short == c or (len(c) == 1 and short.startswith(c))), None)
+        if runs and runs[-1][0] == colour:
+            runs[-1][1] += text
+        else:
+            runs.append([colour, text])
+    return "".join(f'<span class="{c}">{_e(t)}</span>' if c else _e(t) for c, t in runs)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+_STATUS = {"error": "raised an error", "timeout": "ran out of time", "crashed": "crashed the process",
+           "memory": "ran out of memory", "skipped": "was not run"}
+
+
+def output_html(cell: dict[str, Any]) -> str:
+    """What a code cell printed when it was graded (escaped, capped), and how it ended if not well."""
+    parts = []
+    text = _ANSI.sub("", str(cell.get("output") or ""))
+    if len(text) > OUTPUT_SHOW_CHARS:
+        text = text[:OUTPUT_SHOW_CHARS] + "\n[... output cut]"
+    if text.strip():
+        parts.append(f'<div class="lbl">output when graded</div><pre>{_e(text.rstrip())}</pre>')
+    status = cell.get("status", "ok")
+    if status != "ok":
+        error = f": {cell['error']}" if cell.get("error") else ""
+        parts.append(f'<div class="err">this cell {_STATUS.get(status, status)}{_e(error)}</div>')
+    return f'<div class="out">{"".join(parts)}</div>' if parts else ""
+
+
+# ----------------------------------------------------------------------------- the results boxes
 
 
 def _box_class(score: float, max_score: float) -> str:
@@ -62,13 +187,25 @@ def _box_class(score: float, max_score: float) -> str:
     return "bc-part" if score > 0 else "bc-zero"
 
 
+def _said_once(messages: list[str]) -> list[str]:
+    """The messages in order, each once, with how often it came when more than once."""
+    counts = {m: messages.count(m) for m in messages}
+    return [m + (f" ({counts[m]} times)" if counts[m] > 1 else "") for m in dict.fromkeys(messages)]
+
+
+def _unconfined(record: Record) -> bool:
+    return any(n.get("kind") == "sandbox-unavailable" for n in record.result.get("notes", []))
+
+
 def summary_html(record: Record) -> str:
     """The box at the top of the page: total, status and what went wrong."""
     rows = "".join(
         f"<tr><td>{_e(cell)}</td><td>{record.parts.get(cell, 0.0):g} / {maximum:g}</td></tr>"
         for cell, maximum in record.part_max.items()
     )
-    reasons = "".join(f"<li>{_e(reason)}</li>" for reason in record.reasons)
+    reasons = "".join(f"<li>{_e(reason)}</li>" for reason in _said_once(list(record.reasons)))
+    if _unconfined(record):
+        reasons += "<li>what your cells printed is not shown: the grading machine could not confine them</li>"
     return (
         f'<div class="bc-box {_box_class(record.score, record.max_score)}">'
         f"<h2>{_e(record.exercise)}: {record.score:g} / {record.max_score:g} points</h2>"
@@ -83,74 +220,86 @@ def part_html(record: Record, cell: str) -> str:
     """The results box shown after one autograded cell."""
     checks = [c for c in record.result.get("checks", []) if c.get("cell") == cell]
     score, maximum = record.parts.get(cell, 0.0), record.part_max.get(cell, 0.0)
+    shared = shared_messages(c.get("message", "") for c in checks if not c.get("passed"))
     rows = []
-    for number, check in enumerate(checks, 1):
+    for check in checks:
         if check.get("passed"):
             mark, text = '<span class="bc-pass">passed</span>', ""
         else:
             mark = '<span class="bc-fail">failed</span>'
             text = _e(check.get("feedback", ""))
-            if check.get("message"):
+            if check.get("message") and check["message"] not in shared:
                 text += f"<br><i>{_e(check['message'])}</i>"
-        rows.append(f"<tr><td>check {number}</td><td>{mark}</td>"
-                    f"<td>{check.get('points', 0):g} / {check.get('max_points', 0):g}</td><td>{text}</td></tr>")
+        rows.append(f"<tr><td>{_e(check_label(str(check.get('name', ''))))}</td><td>{mark}</td>"
+                    f"<td class=pts>{check.get('points', 0):g} / {check.get('max_points', 0):g}</td>"
+                    f"<td>{text}</td></tr>")
     if not checks:
         rows.append("<tr><td colspan=4>not graded: see the notes at the top of the page</td></tr>")
+    why = "".join(f"<p>{n} checks failed because: <i>{_e(message)}</i></p>" for message, n in shared.items())
     notes = [n["message"] for n in record.result.get("notes", []) if n.get("cell") == cell]
-    notes_html = "".join(f"<li>{_e(n)}</li>" for n in notes)
+    notes_html = "".join(f"<li>{_e(n)}</li>" for n in _said_once(notes))
     return (
         f'<div class="bc-box {_box_class(score, maximum)}"><b>Autograder, part <code>{_e(cell)}</code>: '
-        f"{score:g} / {maximum:g} points</b><table>{''.join(rows)}</table>"
+        f"{score:g} / {maximum:g} points</b><table>{''.join(rows)}</table>{why}"
         + (f"<ul>{notes_html}</ul>" if notes_html else "")
         + "</div>"
     )
 
 
+# ----------------------------------------------------------------------------- the page
+
+
+def _read(notebook: Path | None) -> Any:
+    """The submitted notebook with nbgrader's hidden-test regions cleared; None when unreadable."""
+    import nbformat
+
+    if notebook is None:
+        return None
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+    except Exception:  # an unreadable submission: the summary says why it was not graded
+        return None
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    nb, _ = ClearHiddenTests().preprocess(nb, {})
+    return nb
+
+
+def cell_html(cell: Any, graded: dict[str, Any] | None) -> str:
+    """One cell of the submission: markdown rendered, code highlighted with its graded output."""
+    source = cell.get("source", "")
+    source = "".join(source) if isinstance(source, list) else str(source)
+    if cell.get("cell_type") == "markdown":
+        return f'<div class="md">{_markdown(source, cell.get("attachments"))}</div>'
+    if cell.get("cell_type") == "code":
+        return f'<div class="code"><pre>{_code(source)}</pre></div>' + (output_html(graded) if graded else "")
+    return f'<div class="code"><pre>{_e(source)}</pre></div>'  # a raw cell, as text
+
+
 def render_feedback(record: Record, notebook: Path | None) -> str:
     """The feedback page as HTML text (a summary alone when the notebook cannot be read)."""
-    import nbformat
-    from nbformat.v4 import new_notebook, new_raw_cell
-
-    nb = None
-    if notebook is not None:
-        try:
-            nb = nbformat.read(notebook, as_version=4)
-        except Exception:  # an unreadable submission: the summary says why it was not graded
-            nb = None
-    if nb is None:
-        nb = new_notebook()
-    else:
-        from nbgrader.preprocessors import ClearHiddenTests
-
-        nb, _ = ClearHiddenTests().preprocess(nb, {})
-    # nbconvert cleans the HTML of raw cells (dropping headings and tables), so the boxes go in after
-    # rendering, in place of plain-text markers no notebook can know in advance.
-    nonce = secrets.token_hex(8)
-    boxes: dict[str, str] = {}
-
-    def marker_cell(box: str) -> Any:
-        marker = f"BERTCOURSE-FEEDBACK-{nonce}-{len(boxes)}"
-        boxes[marker] = box
-        return new_raw_cell(marker, metadata={"format": "text/html"})
-
-    cells = [marker_cell(summary_html(record))]
+    nb = _read(notebook)
+    graded = {} if _unconfined(record) else {c["index"]: c for c in record.result.get("cells", [])}
+    body = [summary_html(record)]
     shown = set()
-    for cell in nb.cells:
-        cells.append(cell)
+    for index, cell in enumerate(nb.cells if nb is not None else []):
+        body.append(cell_html(cell, graded.get(index)))
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if grade_id in record.part_max and grade_id not in shown:
             shown.add(grade_id)
-            cells.append(marker_cell(part_html(record, grade_id)))
+            body.append(part_html(record, grade_id))
     for grade_id in record.part_max:  # parts whose cell the student deleted still get their box
         if grade_id not in shown:
-            cells.append(marker_cell(part_html(record, grade_id)))
-    nb.cells = cells
-    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
-    body, _ = _html_exporter().from_notebook_node(nb, resources={"metadata": {"name": f"{record.exercise} feedback"}})
-    for marker, box in boxes.items():
-        body = body.replace(marker, box, 1)
-    # A submission's outputs and markdown may carry scripts; the page is static, so none may run.
-    return body.replace("<head>", "<head>\n" + _NO_SCRIPTS + _STYLE, 1)
+            body.append(part_html(record, grade_id))
+    title = f"{record.exercise} feedback: {record.student}"
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{_e(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n<main>\n"
+        + "\n".join(body)
+        + "\n</main>\n</body>\n</html>\n"
+    )
 
 
 def write_feedback(folder: Path, record: Record, notebook: Path | None) -> Path:

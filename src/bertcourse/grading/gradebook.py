@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -46,6 +47,31 @@ def load_nbgrader_config(course: Course, **course_directory: Any) -> Config:
 
 def default_db_url(course: Course) -> str:
     return str(load_nbgrader_config(course).CourseDirectory.db_url)
+
+
+def url_password(db_url: str) -> str | None:
+    """The password a database URL carries, if any."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(db_url).password or None
+    except Exception:  # not a URL SQLAlchemy can parse: look for user:password@ by hand
+        match = re.search(r"//[^/@:]*:([^@/]+)@", db_url)
+        return match.group(1) if match else None
+
+
+def redact(text: str, db_url: str) -> str:
+    """`text` with the password of `db_url` replaced by *** (for every log, message and report)."""
+    password = url_password(db_url)
+    if not password:
+        return text
+    from urllib.parse import quote
+
+    for form in sorted({password, quote(password, safe=""), quote(password)}, key=len, reverse=True):
+        text = text.replace(f":{form}@", ":***@")
+        if len(form) >= 4:  # a bare occurrence (an error message quoting it); shorter ones would mangle text
+            text = text.replace(form, "***")
+    return text
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,7 +113,8 @@ def open_gradebook(db_url: str, course_id: str = "bertcourse") -> Iterator[Any]:
         try:
             gradebook = Gradebook(db_url, course_id)
         except Exception as exc:  # SQLAlchemy raises many kinds; say which database failed
-            raise GradebookError(f"cannot open the gradebook {db_url}: {type(exc).__name__}: {exc}") from exc
+            message = f"cannot open the gradebook {db_url}: {type(exc).__name__}: {exc}"
+            raise GradebookError(redact(message, db_url)) from None  # the cause may repeat the URL
     try:
         yield gradebook
     finally:

@@ -74,8 +74,27 @@ class Student:
         return self._request({"op": "call_method", "handle": _handle(remote), "name": method},
                              {"args": args, "kwargs": kwargs})
 
-    def getattr(self, remote: Remote, attribute: str) -> Any:
-        return self._request({"op": "getattr", "handle": _handle(remote), "name": attribute})
+    def getattr(self, remote: Remote, attribute: str, as_remote: bool = False) -> Any:
+        """An attribute of a worker object; `attribute` may be a dotted path ("decoder.weight.grad").
+        `as_remote=True` keeps it in the worker as a handle even when it is data (for `same`)."""
+        return self._request({"op": "getattr", "handle": _handle(remote), "name": attribute,
+                              "as_remote": bool(as_remote)})
+
+    def same(self, first: Remote, second: Remote) -> bool:
+        """Whether two handles stand for the very same object in the worker (`is`), e.g. a tied Parameter."""
+        return self._request({"op": "same", "handles": [_handle(first), _handle(second)]}) is True
+
+    def backward(self, remote: Remote, method: str, *args: Any, grad_outputs: Any, **kwargs: Any) -> Any:
+        """Run `remote.method(*args, **kwargs)` in the worker with autograd on and backpropagate.
+
+        Floating-point tensors among `args` become leaves that require grad. `grad_outputs` is the
+        gradient of the output: a tensor, or a tuple matching the output with None for the parts that
+        get none (`(torch.tensor(1.0), None)` for a `(loss, logits)` result). Returns the data
+        `{"output": ..., "input_grads": [the gradient of each of args, or None]}`; the gradients of the
+        worker's parameters stay in their `.grad` (read them with `getattr(module, "weight.grad")`).
+        """
+        return self._request({"op": "backward", "handle": _handle(remote), "name": method},
+                             {"args": args, "kwargs": kwargs, "grad_outputs": grad_outputs})
 
     def generator(self, seed: int) -> Remote:
         """A torch.Generator seeded with `seed`, living in the worker."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from bertcourse.course import Course, Exercise
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import content_files, is_artefact
 from bertcourse.grading.gradebook import alembic_on_path, default_db_url, load_nbgrader_config
 
 RELEASE_DIR = "exercises"
@@ -88,7 +89,7 @@ def generate(course: Course, exercise: Exercise, release_root: Path, db_url: str
                 f"nbgrader could not generate the release of {exercise.id!r} from {source}: {exc}"
             ) from exc
     out = release_root / exercise.id
-    for notebook in sorted(out.rglob("*.ipynb")):
+    for notebook in content_files(out, "*.ipynb"):
         _write_normalised(notebook)
     return out
 
@@ -104,13 +105,19 @@ def release(course: Course, exercise_ids: Sequence[str] | None = None, db_url: s
             if target.exists():
                 shutil.rmtree(target)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(fresh, target)
+            shutil.copytree(fresh, target, ignore=_artefacts)
         written.append(target)
     return written
 
 
+def _artefacts(folder: str, names: list[str]) -> list[str]:
+    """shutil.copytree's `ignore`: an editor's files in solutions/ never reach the release."""
+    return [name for name in names if is_artefact(name)]
+
+
 def _tree(folder: Path) -> dict[str, Path]:
-    return {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*")) if p.is_file()}
+    """{relative path: file} of a release, without editor artefacts (JupyterLab's checkpoints, backups)."""
+    return {p.relative_to(folder).as_posix(): p for p in content_files(folder)}
 
 
 def _comparable(path: Path) -> object:
@@ -189,6 +196,6 @@ def release_command(args: Any) -> int:
 
     course = load_course()
     for folder in release(course, args.exercises, db_url=args.db_url):
-        notebooks = sorted(p.name for p in folder.rglob("*.ipynb"))
+        notebooks = [p.name for p in content_files(folder, "*.ipynb")]
         print(f"released {folder.relative_to(course.root)}/: {', '.join(notebooks)}")
     return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
+from collections.abc import Iterable
 
 from bertcourse.grading.results import NotebookResult
 
@@ -11,18 +13,39 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
+def check_label(name: str) -> str:
+    """What a check checks, for students: its function name made readable ("test_mask_share" ->
+    "Mask share"). Authors name checks by what they check, never by the answer (autograder/README.md)."""
+    for prefix in ("test_", "check_"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    text = " ".join(name.replace("_", " ").split())
+    return text[:1].upper() + text[1:] if text else "check"
+
+
+def shared_messages(messages: Iterable[str]) -> dict[str, int]:
+    """{message: count} of the non-empty messages given more than once, in first-seen order: a blank
+    submission fails a dozen checks for one reason, which is then said once."""
+    counts = Counter(m for m in messages if m)
+    return {m: n for m, n in counts.items() if n > 1}
+
+
 def format_result(result: NotebookResult, title: str = "") -> str:
     lines = [f"{result.exercise}{f': {title}' if title else ''}  ({result.notebook})"]
     if result.error:
         lines.append(f"NOT GRADED: {result.error}")
+    shared = shared_messages(c.message for c in result.checks if not c.passed)
     for check in result.checks:
         mark = "PASS" if check.passed else "FAIL"
         lines.append(f"  {mark} {check.name} [{check.cell}] {_number(check.points)}/{_number(check.max_points)}")
         if not check.passed and not result.error:
             if check.feedback:
                 lines.append(f"       hint: {check.feedback}")
-            if check.message:
+            if check.message and check.message not in shared:
                 lines.append(f"       why:  {check.message}")
+    if not result.error:
+        lines.extend(f"{n} checks failed because: {message}" for message, n in shared.items())
     if result.notes:
         lines.append("notes:")
         lines.extend(f"  - {note.message}" for note in result.notes)

@@ -1,4 +1,12 @@
-"""Confine a worker process before it runs student code: Landlock filesystem rules, no new privileges.
+"""Confine a worker process before it runs student code: namespaces, Landlock, no new privileges.
+
+Namespaces (`isolate`, then `private_proc`): the worker runs in new user, network, PID, mount, IPC
+and UTS namespaces. Its network namespace has only a loopback interface that is down, so no TCP or
+UDP connection, bind or name lookup reaches anything, loopback included; its PID namespace holds
+only the worker and what it starts, and a fresh /proc shows only those (no other process's command
+line or environment). Where the kernel refuses them (user namespaces disabled, a seccomp-filtered
+container) `isolate` returns a reason; the engine notes it on every grade, or refuses to grade under
+`sandbox="require"`.
 
 Landlock (Linux >= 5.13) lets an unprivileged process drop access to every path it is not granted,
 for itself and its children, irreversibly; it applies to root too. The worker may read the Python
@@ -9,7 +17,7 @@ reach (abstract sockets) processes outside its sandbox, such as the judge. ptrac
 of outside processes are denied by Landlock itself.
 
 Where Landlock is missing (old kernel, seccomp-filtered container) `restrict_filesystem` returns a
-reason instead of raising; the engine records it as a note on every grade.
+reason instead of raising; the engine records it as a note on every grade, like a missing namespace.
 """
 
 from __future__ import annotations
@@ -34,6 +42,11 @@ _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 READ = READ_FILE | READ_DIR | EXECUTE
 READ_WRITE = READ | WRITE_FILE | _MAKE_AND_REMOVE | REFER | TRUNCATE
+
+
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -162,6 +175,43 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
                      ctypes.byref(rule), ctypes.c_uint32(0))
     finally:
         os.close(fd)
+
+
+def isolate() -> str | None:
+    """Move this (single-threaded) process into new user/network/PID/mount/IPC/UTS namespaces.
+
+    The PID namespace applies to the children only: the caller must fork, and the child (PID 1 there)
+    must call `private_proc` before it runs anything else. Without user namespaces, root (with
+    CAP_SYS_ADMIN) still gets the rest. Returns None on success, else why isolation is unavailable."""
+    if not sys.platform.startswith("linux"):
+        return "network and process isolation needs Linux namespaces"
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    flags = _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWUTS
+    if libc.unshare(ctypes.c_int(flags | _CLONE_NEWUSER)) == 0:
+        try:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as handle:
+                    handle.write(text)
+        except OSError as exc:
+            return f"the user namespace could not be set up ({exc})"
+        return None
+    user_errno = ctypes.get_errno()
+    if libc.unshare(ctypes.c_int(flags)) == 0:
+        return None
+    return (f"the kernel refused new namespaces (user namespaces: {os.strerror(user_errno)}; "
+            f"without them: {os.strerror(ctypes.get_errno())}), so the network and other processes were reachable")
+
+
+def private_proc() -> str | None:
+    """In the first process of a new PID namespace: mount a /proc that shows only this namespace."""
+    libc = _libc()
+    if libc.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
+        return f"the mount namespace could not be made private ({os.strerror(ctypes.get_errno())})"
+    if libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC), None) != 0:
+        return (f"a private /proc could not be mounted ({os.strerror(ctypes.get_errno())}), "
+                "so other processes were visible")
+    return None
 
 
 def limit_resources(memory_limit_mb: int, max_output_bytes: int) -> None:

@@ -60,7 +60,7 @@ def _cell(source: str, grade_id: str, solution: bool = False, grade: bool = Fals
 
 def run_checks(checks: str | Path, sources: str | Mapping[str, str], *, course: Course | None = None,
                time_limit_s: float = 300, check_time_limit_s: float = 60, memory_limit_mb: int = 4096,
-               grader: Grader | None = None) -> NotebookResult:
+               part_time_limit_s: float | None = None, grader: Grader | None = None) -> NotebookResult:
     """Grade `sources` against the check module `checks` (a path, relative to the course root or
     absolute) and return the full result (`.failed_checks()`, `.check(name).message`, `.score`)."""
     grader = grader or shared_grader(course)
@@ -69,7 +69,7 @@ def run_checks(checks: str | Path, sources: str | Mapping[str, str], *, course: 
         sources = {"solution": sources}
     exercise = Exercise(id=f"test-{path.stem}", title=f"proof of {path.name}", notebook="", points=0.0,
                         checks=str(path.resolve()), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
-                        check_time_limit_s=check_time_limit_s)
+                        check_time_limit_s=check_time_limit_s, part_time_limit_s=part_time_limit_s)
     cells = list(dict.fromkeys(check.cell for check in grader.checks(exercise)))
     with tempfile.TemporaryDirectory(prefix="bertcourse-proof-") as folder:
         notebook = Path(folder) / "submission.ipynb"

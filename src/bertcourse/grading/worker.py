@@ -59,18 +59,23 @@ def zygote_main(fd: int) -> None:
             channel.send(b"{}")
         elif request["op"] == "fork":
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            report_r, report_w = os.pipe()  # the worker's pid, once it is known (it may fork again)
             pid = os.fork()
             if pid == 0:
                 channel.close()
                 ours.close()
+                os.close(report_r)
                 code = 0
                 try:
-                    _worker_main(theirs.detach(), request)
+                    _worker_main(theirs.detach(), request, report_w)
                 except BaseException:  # noqa: B036 - the worker must never return into the zygote loop
                     code = 1
                 os._exit(code)
             theirs.close()
-            socket.send_fds(channel, [json.dumps({"pid": pid}).encode()], [ours.fileno()])
+            os.close(report_w)
+            worker_pid = _read_pid(report_r) or pid
+            os.close(report_r)
+            socket.send_fds(channel, [json.dumps({"pid": worker_pid}).encode()], [ours.fileno()])
             ours.close()
         else:
             return
@@ -79,15 +84,60 @@ def zygote_main(fd: int) -> None:
 # ----------------------------------------------------------------------------- worker set-up
 
 
-def _worker_main(fd: int, request: dict[str, Any]) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would break subprocess waits
-    os.setsid()  # own process group: the engine kills the worker and anything it started at once
+def _read_pid(fd: int, timeout_s: float = 30.0) -> int | None:
+    import select
+
+    if not select.select([fd], [], [], timeout_s)[0]:
+        return None
+    try:
+        return int(os.read(fd, 32).decode() or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+def _die_with_parent() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the zygote
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _isolated(fd: int, report_fd: int) -> str | None:
+    """Enter new namespaces and fork the worker proper, PID 1 of its PID namespace (with its own
+    /proc). This process stays behind only to report that worker's pid (as the engine sees it) and
+    to wait for it; the worker dies with it. Returns, in the worker, why isolation failed (or None)."""
+    from bertcourse.grading.sandbox import isolate, private_proc
+
+    problem = isolate()
+    if problem:
+        os.write(report_fd, str(os.getpid()).encode())  # this process is the worker after all
+        os.close(report_fd)
+        return problem
+    child = os.fork()
+    if child:
+        os.write(report_fd, str(child).encode())
+        os.close(report_fd)
+        os.close(fd)
+        _, status = os.waitpid(child, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    os.close(report_fd)
+    os.setsid()  # the engine kills the worker's process group; as PID 1 its death ends the namespace
+    _die_with_parent()
+    return private_proc()
+
+
+def _worker_main(fd: int, request: dict[str, Any], report_fd: int) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would break subprocess waits
+    os.setsid()  # own process group: the engine kills the worker and anything it started at once
+    _die_with_parent()  # with the zygote
+    problems: list[str | None] = []
+    if request.get("sandbox"):
+        problems.append(_isolated(fd, report_fd))
+    else:
+        os.write(report_fd, str(os.getpid()).encode())
+        os.close(report_fd)
     work_dir = request["work_dir"]
     os.chdir(work_dir)
     os.environ.clear()
@@ -99,9 +149,8 @@ def _worker_main(fd: int, request: dict[str, Any]) -> None:
     os.dup2(log, 2)
     from bertcourse.grading.sandbox import SandboxPolicy, drop_privileges, limit_resources, restrict_filesystem
 
-    sandbox_problem = None
     if request.get("sandbox"):
-        sandbox_problem = restrict_filesystem(SandboxPolicy(**request["sandbox"]))
+        problems.append(restrict_filesystem(SandboxPolicy(**request["sandbox"])))
     limit_resources(int(request["memory_limit_mb"]), int(request["max_output_bytes"]))
     if request.get("sandbox"):
         drop_privileges()
@@ -111,7 +160,7 @@ def _worker_main(fd: int, request: dict[str, Any]) -> None:
 
     torch.set_num_threads(int(request.get("threads", 1)))
     conn = Channel.from_fd(fd)
-    conn.send({"op": "hello", "sandbox_problem": sandbox_problem})
+    conn.send({"op": "hello", "sandbox_problem": "; ".join(p for p in problems if p) or None})
     Worker(conn).run()
 
 
@@ -255,7 +304,16 @@ class Worker:
             target = self._handle_of(header["handle"])
             result = getattr(target, header["name"])(*args["args"], **args["kwargs"])
         elif op == "getattr":
-            result = getattr(self._handle_of(header["handle"]), header["name"])
+            result = self._handle_of(header["handle"])
+            for part in str(header["name"]).split("."):  # a dotted path: "decoder.weight.grad"
+                result = getattr(result, part)
+            if header.get("as_remote"):
+                return self._as_remote(result)
+        elif op == "same":
+            first, second = (self._handle_of(int(h)) for h in header["handles"])
+            return {"kind": "data"}, dump_values(first is second)
+        elif op == "backward":
+            result = _backward(self._handle_of(header["handle"]), header["name"], args)
         elif op == "generator":
             import torch
 
@@ -298,6 +356,41 @@ class Worker:
         if isinstance(value, dict):
             return {k: self._resolve(v) for k, v in value.items()}
         return value
+
+
+def _backward(target: Any, method: str, args: dict[str, Any]) -> dict[str, Any]:
+    """`target.method(*args, **kwargs)` with autograd on, then backward with `grad_outputs` (see
+    `Student.backward`): floating-point tensor arguments become leaves whose gradients come back."""
+    import torch
+
+    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for a in args["args"]]
+    with torch.enable_grad():  # a notebook may have switched autograd off globally
+        output = getattr(target, method)(*leaves, **args["kwargs"])
+        pairs = _gradient_pairs(output, args["grad_outputs"], "the result")
+        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+    grads = [leaf.grad if leaf is not original else None for leaf, original in zip(leaves, args["args"])]
+    return {"output": output, "input_grads": grads}
+
+
+def _gradient_pairs(output: Any, grad: Any, what: str) -> list[tuple[Any, Any]]:
+    """(output tensor, its gradient) pairs, matching `grad` (a tensor, or a tuple/list with None) to `output`."""
+    import torch
+
+    if grad is None:
+        return []
+    if isinstance(grad, torch.Tensor):
+        if not isinstance(output, torch.Tensor):
+            raise _NotData(f"{what} is a {type(output).__name__}, not a tensor")
+        if not output.requires_grad:
+            raise _NotData(f"{what} does not depend on its inputs through autograd (detached or computed "
+                           "under no_grad)")
+        if output.shape != grad.shape:
+            raise _NotData(f"{what} has shape {tuple(output.shape)}, expected {tuple(grad.shape)}")
+        return [(output, grad.to(output.dtype))]
+    if not isinstance(output, (tuple, list)) or len(output) != len(grad):
+        raise _NotData(f"{what} is a {type(output).__name__}, not a tuple of {len(grad)}")
+    return [pair for i, (o, g) in enumerate(zip(output, grad)) for pair in _gradient_pairs(o, g, f"{what}[{i}]")]
 
 
 class _Missing(Exception):

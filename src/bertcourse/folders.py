@@ -1,0 +1,34 @@
+"""Which files in a course folder are content: the one rule for every place the course scans folders.
+
+Editors and operating systems leave files next to a notebook: JupyterLab's `.ipynb_checkpoints/`
+(a stale copy of every notebook opened), Python's `__pycache__/`, macOS's `.DS_Store` and `._*`
+files, backups ending in `~`, LibreOffice's `.~lock.*#`. None of them is course content, so the
+release comparison, `bertcourse check`, autograde's submission discovery, data folders and lesson
+listings all skip them by asking `is_artefact`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_ARTEFACT_NAMES = frozenset({"__pycache__", "Thumbs.db", "desktop.ini"})
+
+
+def is_artefact(name: str) -> bool:
+    """True for a file or folder name an editor or the system made: hidden names (`.ipynb_checkpoints`,
+    `.DS_Store`, `.~lock.x#`, `.git`), `__pycache__`, and backups ending in `~`."""
+    return name.startswith(".") or name.endswith("~") or name in _ARTEFACT_NAMES
+
+
+def content_files(folder: Path, pattern: str = "*", recursive: bool = True) -> list[Path]:
+    """The files under `folder` matching the glob `pattern` (on the name), sorted, artefacts skipped
+    (an artefact folder is not entered at all)."""
+    if not recursive:
+        return sorted(p for p in folder.glob(pattern) if p.is_file() and not is_artefact(p.name))
+    found = []
+    for parent, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not is_artefact(d)]
+        here = Path(parent)
+        found.extend(here / name for name in files if not is_artefact(name) and Path(name).match(pattern))
+    return sorted(found)

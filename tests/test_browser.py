@@ -1,0 +1,216 @@
+"""The course as a student sees it: JupyterLab in headless Chromium, Run All, and grading from the notebook.
+
+Starts JupyterLab on a free local port (token auth) over a temporary copy of the notebooks, and drives
+Debian's Chromium through Playwright (never a downloaded browser). Skip with `-m "not browser"`;
+where $BERTCOURSE_REQUIRE_BROWSER is set (CI) a missing Chromium or Playwright fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = "lessons/00_data_and_tokenizer.ipynb"
+RELEASE = "exercises/ex01-masking/masking.ipynb"
+SOLVED = "solved/masking.ipynb"  # the solution notebook, as a student who solved it would have it
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+RUN_TIMEOUT_MS = 300_000
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("BERTCOURSE_REQUIRE_BROWSER"):
+        pytest.fail(f"{reason} (BERTCOURSE_REQUIRE_BROWSER is set)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _missing("the playwright package is not installed: pip install -e '.[dev]'")
+    path = os.environ.get("BERTCOURSE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path or not Path(path).is_file():
+        _missing(f"Chromium not found ({path or 'not on PATH'}): apt-get install chromium, or set BERTCOURSE_CHROMIUM")
+    return path
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    folder: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _api(lab: Lab, path: str, method: str = "GET") -> object:
+    request = urllib.request.Request(f"{lab.url}api/{path}", method=method,
+                                     headers={"Authorization": f"token {lab.token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        body = answer.read()
+    return json.loads(body) if body else None
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, data_dir, chromium):
+    """JupyterLab over a temporary copy of the notebooks (the checkout is never modified)."""
+    base = tmp_path_factory.mktemp("browser")
+    folder = base / "course"
+    for relative, source in [(LESSON, LESSON), (RELEASE, RELEASE), (SOLVED, "solutions/ex01-masking/masking.ipynb")]:
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / source, folder / relative)
+    settings = base / "settings"
+    for plugin, values in [("notebook-extension/tracker", {"windowingMode": "none"}),  # every cell in the DOM
+                           ("apputils-extension/notification", {"fetchNews": "false", "checkForUpdates": False})]:
+        (settings / "@jupyterlab" / plugin).parent.mkdir(parents=True, exist_ok=True)
+        (settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings").write_text(json.dumps(values))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "BERTCOURSE_PROFILE": "cpu-quick", "BERTCOURSE_DATA": str(data_dir),
+           "BERTCOURSE_ROOT": str(ROOT), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTERLAB_SETTINGS_DIR": str(settings),
+           "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for name in ("NBGRADER_EXECUTION", "JPY_SESSION_NAME"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={folder}",
+               "--LabApp.expose_app_in_browser=True"]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    log_path = base / "jupyterlab.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+    running = Lab(f"http://127.0.0.1:{port}/", token, folder)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {server.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                _api(running, "status")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not answer within 90 s:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.3)
+        yield running
+    finally:
+        try:  # shut the kernels down through the server: they run in sessions of their own
+            for session in _api(running, "sessions"):
+                _api(running, f"sessions/{session['id']}", method="DELETE")
+        except OSError:
+            pass
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+# The notebook JupyterLab shows, and its kernel (window.jupyterapp: --LabApp.expose_app_in_browser).
+_PANEL = """(path) => {
+    const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+    return panel && panel.context && panel.context.path === path && panel.content ? panel : null;
+}"""
+_KERNEL_IDLE = f"""(path) => {{
+    const panel = ({_PANEL})(path);
+    const kernel = panel && panel.sessionContext.session && panel.sessionContext.session.kernel;
+    return !!kernel && kernel.status === 'idle' && panel.sessionContext.kernelDisplayStatus === 'idle';
+}}"""
+_RUN_ALL = """async () => {
+    await window.jupyterapp.commands.execute('notebook:run-all-cells');
+    return true;
+}"""
+_CELLS = f"""(path) => ({_PANEL})(path).content.widgets.filter(cell => cell.model.type === 'code').map(cell => ({{
+    count: cell.model.executionCount, source: cell.model.sharedModel.getSource(), outputs: cell.model.outputs.toJSON()
+}}))"""
+
+
+def run_all(browser, lab: Lab, path: str) -> tuple[object, list[dict]]:
+    """Open `path` in JupyterLab, wait for its kernel, Run All, wait until the kernel is idle again;
+    the page and each code cell's execution count, source and outputs (nbformat JSON)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(RUN_TIMEOUT_MS)
+    page.goto(f"{lab.url}lab/tree/{path}?token={lab.token}")
+    page.wait_for_function(_KERNEL_IDLE, arg=path, timeout=120_000)
+    page.evaluate(_RUN_ALL)  # resolves once every cell has run (or one has failed)
+    page.wait_for_function(_KERNEL_IDLE, arg=path)
+    return page, page.evaluate(_CELLS, path)
+
+
+def _texts(output: dict) -> str:
+    if output["output_type"] == "stream":
+        return "".join(output["text"])
+    if output["output_type"] == "error":
+        return "\n".join(output["traceback"])
+    data = output.get("data", {})
+    return "\n".join("".join(data[kind]) for kind in ("text/plain", "text/html") if kind in data)
+
+
+def _errors(cells: list[dict]) -> list[str]:
+    """Each error output, with the first line of the cell that raised it."""
+    return [f"{o['ename']}: {o['evalue']} (in the cell starting {cell['source'].splitlines()[0]!r})"
+            for cell in cells for o in cell["outputs"] if o["output_type"] == "error"]
+
+
+def test_lesson_0_runs_to_the_end_and_shows_its_plot(browser, lab):
+    page, cells = run_all(browser, lab, LESSON)
+    assert not _errors(cells), _errors(cells)
+    assert all(cell["count"] for cell in cells), [c["source"][:60] for c in cells if not c["count"]]
+    assert page.locator(".jp-OutputArea-output img").count() >= 1, "no plot shown"
+    assert page.locator(".jp-OutputArea-output img").first.is_visible()
+
+
+def test_grading_a_solved_exercise_from_its_last_cell_shows_full_marks(browser, lab):
+    page, cells = run_all(browser, lab, SOLVED)
+    assert not _errors(cells), _errors(cells)
+    assert all(cell["count"] for cell in cells)
+    report = "\n".join(_texts(o) for o in cells[-1]["outputs"])
+    assert "grade_this_notebook" in cells[-1]["source"]
+    assert "score: 22/22" in report, report
+    assert f"{lab.folder / SOLVED} as saved at" in report, report
+    shown = page.locator(".bertcourse-self-grade")
+    assert shown.count() == 1 and "score: 22/22" in shown.inner_text()
+
+
+def test_the_blank_release_runs_to_the_end_with_not_done_yet_lines(browser, lab):
+    page, cells = run_all(browser, lab, RELEASE)
+    assert not _errors(cells), _errors(cells)
+    assert all(cell["count"] for cell in cells), [c["source"][:60] for c in cells if not c["count"]]
+    printed = "\n".join(_texts(o) for cell in cells for o in cell["outputs"])
+    assert "not done yet" in printed
+    assert page.locator(".jp-OutputArea-output", has_text="not done yet").count() >= 1
+    assert "score: 0/22" in "\n".join(_texts(o) for o in cells[-1]["outputs"])

@@ -1,0 +1,132 @@
+"""Nothing left behind: grading leaves no temporary folder and no process, on every way out.
+
+Each test points the temporary directory (TMPDIR, `tempfile.tempdir`) at a fresh folder and checks
+that it is empty afterwards: a Grader closed normally or by an exception, a Grader whose process was
+killed with SIGKILL (its folder is removed by the next Grader), and `bertcourse autograde` stopped
+with SIGTERM or SIGINT half-way through a batch.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from batch_support import make_course, solution, submit, with_cells
+
+from bertcourse.course import load_course
+from bertcourse.grading import Grader
+
+FIXTURE = Path(__file__).parent / "fixtures" / "grading"
+SOURCE = FIXTURE / "solutions" / "toy" / "toy.ipynb"
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    """A private temporary directory for this process and the processes it starts."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def wait_for(condition, timeout_s: float = 120.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_closed_grader_leaves_nothing(scratch):
+    course = load_course(FIXTURE)
+    with Grader(course) as grader:
+        assert grader.grade(SOURCE, "toy").score == 5.0
+        helpers = [grader._zygote.process.pid, grader._judge.process.pid]
+    assert leftovers(scratch) == []  # no bertcourse-grader-*, no bertcourse-judge-*
+    assert not any(alive(pid) for pid in helpers)
+    with pytest.raises(RuntimeError), Grader(course) as grader:
+        grader.start()
+        raise RuntimeError("the caller failed")
+    assert leftovers(scratch) == []
+
+
+@pytest.mark.slow
+def test_the_folder_of_a_killed_grader_is_removed_by_the_next_one(scratch, tmp_path):
+    script = tmp_path / "hold.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        from bertcourse.course import load_course
+        from bertcourse.grading import Grader
+        grader = Grader(load_course({str(FIXTURE)!r}))
+        grader.grade({str(SOURCE)!r}, "toy")
+        print(grader._tmp, grader._zygote.process.pid, grader._judge.process.pid, flush=True)
+        time.sleep(600)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    folder, *helpers = proc.stdout.readline().split()
+    assert Path(folder).is_dir()
+    proc.kill()  # SIGKILL: no clean-up runs in that process
+    proc.wait()
+    assert wait_for(lambda: not any(alive(int(pid)) for pid in helpers), 30), "the helpers outlived their grader"
+    assert Path(folder).is_dir()
+    with Grader(load_course(FIXTURE)) as grader:
+        assert not Path(folder).exists()  # removed as stale: its process is gone
+        assert Path(grader._tmp).is_dir()
+    assert leftovers(scratch) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_batch_leaves_nothing(scratch, tmp_path, signum):
+    course = make_course(tmp_path / "course")
+    submitted = course.root / "submitted"
+    slow = with_cells(solution(course), {"q1": 'import time\ntime.sleep(60)\nanswer_q1 = "b"\n'})
+    for student in ("s1", "s2", "s3"):
+        submit(submitted, student, slow)
+    env = {**os.environ, "BERTCOURSE_ROOT": str(course.root), "TMPDIR": str(scratch)}
+    proc = subprocess.Popen([sys.executable, "-m", "bertcourse.cli", "autograde", "submitted", "--jobs", "2",
+                             "--no-progress"], env=env, cwd=course.root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        # Both lanes are grading (a worker folder exists in each lane's grader folder).
+        assert wait_for(lambda: len(list(scratch.glob("bertcourse-grader-*/worker-*"))) >= 2), leftovers(scratch)
+        pids = {int(p) for p in os.listdir("/proc") if p.isdigit() and _started_by(int(p), scratch)}
+        proc.send_signal(signum)  # the batch's own process only, as `kill` or Ctrl-C on it would
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out + err
+    assert "interrupted" in err
+    assert wait_for(lambda: not any(alive(pid) for pid in pids), 30), "grading processes outlived the batch"
+    assert leftovers(scratch) == []
+
+
+def _started_by(pid: int, scratch: Path) -> bool:
+    """Whether a process belongs to the batch under test (it has the test's TMPDIR in its environment)."""
+    try:
+        return f"TMPDIR={scratch}".encode() in Path(f"/proc/{pid}/environ").read_bytes() or \
+            str(scratch).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

@@ -1,0 +1,195 @@
+"""Feedback pages as a student opens them: offline, small, each check named, outputs shown, a shared
+reason said once, never a hidden check's source. A small class is graded by `bertcourse autograde`."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from batch_support import EXERCISE, hidden_source_lines, make_course, solution, submit, with_cells
+
+from bertcourse.grading.release import release
+
+pytestmark = pytest.mark.slow
+
+MATH = ("The sum $a + b$ of many numbers is $$\\sum_{i=1}^{n} x_i = \\frac{n(n+1)}{2}$$ when $x_i = i$.")
+ALICE_ADD = ('def add(a, b):\n    return a + b\n\nprint("add(2, 3) =", add(2, 3))\n'
+             'print("<script>alert(1)</script>")\n')
+CAROL_ADD = 'def add(a, b):\n    return a - b\n\nprint("x" * 100_000)\n'
+MAX_PAGE_BYTES = 20_000  # nbconvert's lab template made every page ~280 KB
+
+
+def _with_math_cell(path: Path) -> None:
+    nb = json.loads(path.read_text())
+    nb["cells"].insert(1, {"cell_type": "markdown", "id": "math", "metadata": {}, "source": MATH})
+    path.write_text(json.dumps(nb, indent=1))
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    course = make_course(tmp_path_factory.mktemp("feedback") / "course")
+    _with_math_cell(course.root / "solutions" / EXERCISE / "add.ipynb")
+    release(course)
+    blank = json.loads((course.root / "exercises" / EXERCISE / "add.ipynb").read_text())
+    submitted = course.root / "submitted"
+    submit(submitted, "alice", with_cells(solution(course), {"add": ALICE_ADD}))
+    submit(submitted, "bob", blank)
+    submit(submitted, "carol", with_cells(solution(course), {"add": CAROL_ADD}))
+    env = {**os.environ, "BERTCOURSE_ROOT": str(course.root)}
+    proc = subprocess.run([sys.executable, "-m", "bertcourse.cli", "autograde", "submitted", "--no-progress"],
+                          env=env, cwd=course.root, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = course.root / "feedback"
+    return {"course": course, "paths": {s: folder / s / EXERCISE / "feedback.html" for s in ("alice", "bob", "carol")},
+            **{s: (folder / s / EXERCISE / "feedback.html").read_text() for s in ("alice", "bob", "carol")}}
+
+
+def _text(page: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def test_checks_are_labelled_by_what_they_check(pages):
+    bob = pages["bob"]
+    for label in ("Add small integers", "Add negative and fractions", "Answer q1"):
+        assert f"<td>{label}</td>" in bob
+    assert "check 1" not in bob and "check 2" not in bob
+    secret = hidden_source_lines(pages["course"])
+    for student in ("alice", "bob", "carol"):
+        assert not [line for line in secret if line in pages[student]], student
+        assert "test_add_small_integers" not in pages[student]
+        assert "hidden-check-source-must-never-reach-students" not in pages[student]
+
+
+def _math_images(page: str) -> list[tuple[str, str]]:
+    """(alt TeX, decoded SVG) of every formula drawn on the page."""
+    found = re.findall(r'<img class="math[^"]*" alt="([^"]*)" src="data:image/svg\+xml;base64,([^"]+)">', page)
+    return [(html.unescape(alt), base64.b64decode(data).decode()) for alt, data in found]
+
+
+def test_math_is_drawn_offline_and_the_page_needs_no_network(pages):
+    alice = pages["alice"]
+    maths = _math_images(alice)
+    assert len(maths) == 3 and all("<svg" in svg and "<path" in svg for _, svg in maths)
+    assert any("\\frac" in alt for alt, _ in maths)  # the TeX is the image's alternative text
+    assert "$$" not in alice and "<code class=\"tex\">" not in alice  # no TeX left for a script to typeset
+    for student in ("alice", "bob", "carol"):
+        page = pages[student]
+        assert "<script" not in page.lower() and "<link" not in page.lower()
+        assert "default-src 'none'" in page  # the browser itself refuses any load from elsewhere
+        loads = re.sub(r'<a href="[^"]*"', "<a", page)  # links are followed by choice, not loaded
+        loads = re.sub(r'src="data:[^"]*"', "src", loads)  # and images are inline data
+        assert not re.search(r"(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}(?:/|\s|\"|$)", loads, re.I), student
+
+
+def test_math_does_not_touch_matplotlibs_global_state():
+    import matplotlib
+
+    from bertcourse.grading.feedback import math_html
+
+    backend, params = matplotlib.get_backend(), dict(matplotlib.rcParams)
+    math_html("\\sum_{i=1}^{n} x_i^2 + \\operatorname{softmax}(q k^\\top)", display=True)
+    assert matplotlib.get_backend() == backend and dict(matplotlib.rcParams) == params
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_math_renders_in_headless_chromium_offline(pages, tmp_path):
+    """Chromium decodes and lays out every formula image with no network at all."""
+    page = pages["paths"]["alice"]
+    probe = tmp_path / "probe.html"
+    probe.write_text(
+        f'<!DOCTYPE html><iframe id="f" src="{page.as_uri()}"></iframe><pre id="out">not loaded</pre><script>'
+        'document.getElementById("f").onload = () => { const d = document.getElementById("f").contentDocument;'
+        ' document.getElementById("out").textContent = JSON.stringify([...d.querySelectorAll("img.math")].map('
+        "m => [m.complete, m.naturalWidth, m.getBoundingClientRect().width])); };</script>")
+    proc = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="out">(.*?)</pre>', proc.stdout, re.S)
+    assert found, proc.stdout[-2000:] + proc.stderr[-2000:]
+    maths = json.loads(html.unescape(found.group(1)))
+    assert len(maths) == 3
+    for complete, natural_width, width in maths:
+        assert complete and natural_width > 0 and width > 0
+
+
+def test_outputs_of_the_graded_run_are_shown_escaped_and_capped(pages):
+    alice, carol = pages["alice"], pages["carol"]
+    assert "output when graded" in alice and "add(2, 3) = 5" in alice
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in alice and "<script>alert" not in alice
+    text = _text(carol)
+    assert "x" * 1000 in text and "x" * 2500 not in text and "output cut" in text
+
+
+def test_a_reason_shared_by_several_checks_is_said_once(pages):
+    bob = pages["bob"]
+    assert bob.count("your code raised NotImplementedError") == 1
+    assert "2 checks failed because" in bob
+    assert "add() should return the sum of its two arguments" in bob  # each check's own hint stays
+
+
+def test_pages_are_small(pages):
+    for student in ("alice", "bob", "carol"):
+        size = pages["paths"][student].stat().st_size
+        assert size < MAX_PAGE_BYTES, (student, size)
+
+
+# ----------------------------------------------------------------------------- without grading
+
+
+def _record(**result):
+    from bertcourse.grading.batch import Record
+
+    return Record(student="zoe", exercise=EXERCISE, notebook="add", submission="", key="", status="graded",
+                  score=0.0, max_score=3.0, parts={"add_checks": 0.0}, part_max={"add_checks": 2.0}, reasons=[],
+                  result={"checks": [], "notes": [], "cells": [], **result})
+
+
+def test_outputs_are_withheld_when_student_code_ran_unconfined():
+    from bertcourse.grading.feedback import render_feedback
+
+    notebook = Path(__file__).parent / "fixtures" / "course" / "solutions" / EXERCISE / "add.ipynb"
+    cells = [{"index": 1, "grade_id": "add", "status": "ok", "error": "", "output": "SECRET-FROM-THE-CHECKS"}]
+    confined = render_feedback(_record(cells=cells), notebook)
+    assert "SECRET-FROM-THE-CHECKS" in confined
+    notes = [{"kind": "sandbox-unavailable", "message": "no Landlock", "cell": None}]
+    page = render_feedback(_record(cells=cells, notes=notes), notebook)
+    assert "SECRET-FROM-THE-CHECKS" not in page and "could not confine" in page
+
+
+def test_student_markdown_cannot_script_or_load_anything():
+    from bertcourse.grading.feedback import _markdown, math_html
+
+    rendered = _markdown('<img src=x onerror="alert(1)"> [a](javascript:alert(1)) ![p](https://example.org/p.png)'
+                         " $\\href{javascript:alert(2)}{x}$ $x^2$")
+    assert "<img src" not in rendered
+    assert not re.search(r"<[^>]+onerror=", rendered) and 'href="javascript' not in rendered
+    assert "https://example.org" not in rendered
+    assert rendered.count('<img class="math"') == 1  # $x^2$ drawn; the \href formula stays escaped text
+    unreadable = math_html("<b>\\frac{1}{", display=False)
+    assert unreadable.startswith('<code class="tex">') and "<b>" not in unreadable
+
+
+def test_check_labels_and_bertcourse_grade_says_a_shared_reason_once():
+    from bertcourse.grading.report import check_label, format_result
+    from bertcourse.grading.results import CheckResult, NotebookResult
+
+    assert check_label("test_new_mask_on_each_call") == "New mask on each call"
+    assert check_label("check_q1_loss_positions") == "Q1 loss positions"
+    result = NotebookResult(notebook="add.ipynb", exercise=EXERCISE, checks=[
+        CheckResult(f"test_part_{i}", "add_checks", 0.0, 1.0, False, f"hint {i}",
+                    "your code raised NotImplementedError") for i in range(12)]
+        + [CheckResult("test_other", "add_checks", 0.0, 1.0, False, "hint", "`add` is not defined")])
+    result.total()
+    report = format_result(result)
+    assert report.count("your code raised NotImplementedError") == 1
+    assert "12 checks failed because: your code raised NotImplementedError" in report
+    assert "why:  `add` is not defined" in report and report.count("hint ") == 12
