@@ -102,6 +102,11 @@ def assert_release_scores_zero(notebook: str, exercise: str) -> None:
     assert not passed and result.score == 0 and result.max_score > 0, f"the release scores {result.score}: {passed}"
 
 
+def common():
+    """autograder/checks/_common.py, the constants and bounds the masking checks share."""
+    return _load(CHECKS_DIR / "_common.py")
+
+
 def visible_cell(notebook: str, grade_id: str) -> str:
     """The source of a visible test cell of a solution notebook."""
     import nbformat
@@ -122,8 +127,7 @@ def visible_bounds(source: str, variable: str) -> tuple[float, float]:
 def assert_contains_hidden_range(bounds: tuple[float, float], trials: int, p: float, slack: float = 0.0) -> None:
     """A visible `low < share < high` over at least `trials` trials accepts every share the hidden checks
     accept (their exact binomial range at TAIL, widest at the fewest trials), so no correct answer fails it."""
-    binomial_range, tail = _load(CHECKS_DIR / "_common.py").binomial_range, _load(CHECKS_DIR / "_common.py").TAIL
-    lo, hi = binomial_range(trials, p, tail)
+    lo, hi = common().binomial_range(trials, p, common().TAIL)
     assert bounds[0] < lo / trials - slack and hi / trials + slack < bounds[1], (
         f"visible bounds {bounds} do not contain the hidden range [{lo / trials:.4f}, {hi / trials:.4f}] "
         f"at {trials} trials")

@@ -411,8 +411,9 @@ def test_visible_bounds_contain_the_hidden_range():
     """Visible and hidden checks agree: the visible rate bounds accept every rate the hidden checks accept
     at the visible batch's size, so a correct answer never fails a visible test (issue 15, section 5)."""
     from masking_checks_support import assert_contains_hidden_range, visible_bounds, visible_cell
+    from masking_checks_support import common as shared
 
-    common = checks_of.__globals__["_load"](ROOT / "autograder/checks/_common.py")
+    common = shared()
     source = visible_cell("solutions/ex01-masking/masking.ipynb", "mask_tokens_checks")
     # the visible batch: 256 rows, [CLS] at 0, 29 tokens, [SEP] at 30, then padding
     assert "(256, 40)" in source and "ids[:, 30], ids[:, 31:] = CLS, SEP, PAD" in source, "update this test"

@@ -353,7 +353,8 @@ def test_visible_bounds_contain_the_hidden_range():
 
     source = visible_cell("solutions/ex02-whole-word-masking/whole_word_masking.ipynb", "whole_word_mask_checks")
     recipe = ("rows, width = 300, 64", "lengths = torch.randint(1, 4, (20,), generator=g)",
-              "ids[r, 1:n + 1] = torch.randint(104, 5000, (n,), generator=g)", "budget = (n * 0.15).round().clamp(min=1)")
+              "ids[r, 1:n + 1] = torch.randint(104, 5000, (n,), generator=g)",
+              "budget = (n * 0.15).round().clamp(min=1)")
     assert all(line in source for line in recipe), "the visible batch changed: update this test"
     g = torch.Generator().manual_seed(0)
     sizes = []

@@ -55,8 +55,22 @@ def doors(monkeypatch):
     udp.bind(("127.0.0.1", 0))
     udp.settimeout(0.5)
     other = subprocess.Popen(["sh", "-c", "sleep 120", CMDLINE_MARKER], env={"SECRET": ENV_MARKER})
+    # A service's named socket where services keep theirs (PostgreSQL: /run/postgresql); root only.
+    unix_path = f"/run/bertcourse-probe-{os.getpid()}.sock"
+    unix = socket.socket(socket.AF_UNIX)
+    try:
+        unix.bind(unix_path)
+        unix.listen(1)
+        unix.settimeout(0.5)
+        os.chmod(unix_path, 0o777)
+    except OSError:
+        unix.close()
+        unix, unix_path = None, ""
     yield {"tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1], "pids": [os.getpid(), other.pid],
-           "tcp_socket": tcp, "udp_socket": udp}
+           "unix": unix_path, "tcp_socket": tcp, "udp_socket": udp, "unix_socket": unix}
+    if unix is not None:
+        unix.close()
+        os.unlink(unix_path)
     other.kill()
     other.wait()
     tcp.close()
@@ -83,6 +97,13 @@ try:
         dgram.sendto(b'probe', ('127.0.0.1', {doors['udp']}))
 except OSError as exc:
     print('udp refused:', exc)
+if {doors['unix']!r}:
+    try:
+        with socket.socket(socket.AF_UNIX) as local:
+            local.connect({doors['unix']!r})
+            note('unix')
+    except OSError as exc:
+        print('unix refused:', exc)
 try:
     note('dns ' + str(socket.getaddrinfo('gradebook.bertcourse-probe.org', 5432)))
 except OSError as exc:
@@ -126,6 +147,10 @@ def assert_nothing_reached(doors: dict, output: str) -> None:
         conn.close()  # (only reached when the probe connected)
     with pytest.raises(TimeoutError):
         udp.recvfrom(100)
+    if doors["unix_socket"] is not None:
+        with pytest.raises(TimeoutError):
+            doors["unix_socket"].accept()
+        assert "unix refused" in output, output
     assert "reached" not in output, output
     assert "tcp refused" in output and "udp refused" in output and "dns refused" in output, output
     listed = json.loads(output.split("pids ", 1)[1].splitlines()[0])

@@ -9,7 +9,6 @@ never changes between regrades; these tails make a wrong verdict on a correct su
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 
@@ -88,9 +87,3 @@ def assert_masking(ids, eligible, inputs, labels) -> None:
     problem = masking_problem(ids, eligible, inputs, labels)
     assert not problem, f"not credited until the function masks: {problem}"
 
-
-def responds_to_arguments(ok: Callable[[dict, dict], bool], at_default: dict, at_other: dict,
-                          default_probs: dict, other_probs: dict) -> bool:
-    """A rate the function gets right at the default probabilities must also be right at other ones;
-    a rate wrong at the defaults is another check's failure, not a sign of hard-coded numbers."""
-    return not ok(at_default, default_probs) or ok(at_other, other_probs)

@@ -29,10 +29,11 @@ grades one notebook at a time (calls from several threads are serialised); for p
 one Grader per process (each holds one zygote and one judge process).
 
 How (see worker.py, judge.py, sandbox.py): a zygote process imports torch and IPython once and forks
-one worker per notebook; the worker confines itself with Landlock, runs the code cells (autograded
-test cells are skipped) and then answers requests. A long-lived judge runs the hidden pytest checks;
-every `student.*` call is relayed by this module, which enforces per-cell/per-check time limits
-(`check_time_limit_s`), the whole-notebook limit (`time_limit_s`) and the memory limit
+one worker per notebook; the worker confines itself (namespaces: no network, no other process;
+Landlock), runs the code cells (autograded test cells are skipped) and then answers requests. A
+long-lived judge runs the hidden pytest checks; every `student.*` call is relayed by this module,
+which enforces per-cell/per-check time limits (`check_time_limit_s`), each graded part's budget
+(`part_time_limit_s`), the limit on running the cells (`time_limit_s`) and the memory limit
 (`memory_limit_mb`, an RSS watchdog reading /proc plus RLIMIT_DATA in the worker). A worker that
 dies or hangs is restarted, re-running the notebook without the cell that killed it, for the
 remaining checks. A canary check that must fail proves that the checks ran.

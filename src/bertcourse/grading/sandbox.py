@@ -203,14 +203,27 @@ def isolate() -> str | None:
             f"without them: {os.strerror(ctypes.get_errno())}), so the network and other processes were reachable")
 
 
-def private_proc() -> str | None:
-    """In the first process of a new PID namespace: mount a /proc that shows only this namespace."""
+# Where the machine's services keep their named Unix sockets (PostgreSQL, Docker, nscd, systemd): hidden
+# behind an empty tmpfs, since a network namespace does not cover named sockets.
+SOCKET_FOLDERS = ("/run", "/var/run")
+
+
+def private_proc(keep: list[str] | None = None) -> str | None:
+    """In the first process of a new PID namespace: mount a /proc that shows only this namespace, and
+    empty folders over SOCKET_FOLDERS (unless one holds a path in `keep` the worker needs)."""
     libc = _libc()
+    flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     if libc.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
         return f"the mount namespace could not be made private ({os.strerror(ctypes.get_errno())})"
-    if libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC), None) != 0:
+    if libc.mount(b"proc", b"/proc", b"proc", flags, None) != 0:
         return (f"a private /proc could not be mounted ({os.strerror(ctypes.get_errno())}), "
                 "so other processes were visible")
+    kept = [os.path.realpath(p) for p in keep or []]
+    for folder in sorted({os.path.realpath(f) for f in SOCKET_FOLDERS if os.path.isdir(f)}):
+        if any(_inside(path, folder) or _inside(folder, path) for path in kept):
+            continue
+        if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", flags, b"size=64k") != 0:
+            return f"{folder} could not be hidden ({os.strerror(ctypes.get_errno())}), so its sockets were reachable"
     return None
 
 

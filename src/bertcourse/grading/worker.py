@@ -104,7 +104,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _isolated(fd: int, report_fd: int) -> str | None:
+def _isolated(fd: int, report_fd: int, keep: list[str]) -> str | None:
     """Enter new namespaces and fork the worker proper, PID 1 of its PID namespace (with its own
     /proc). This process stays behind only to report that worker's pid (as the engine sees it) and
     to wait for it; the worker dies with it. Returns, in the worker, why isolation failed (or None)."""
@@ -125,7 +125,7 @@ def _isolated(fd: int, report_fd: int) -> str | None:
     os.close(report_fd)
     os.setsid()  # the engine kills the worker's process group; as PID 1 its death ends the namespace
     _die_with_parent()
-    return private_proc()
+    return private_proc(keep)
 
 
 def _worker_main(fd: int, request: dict[str, Any], report_fd: int) -> None:
@@ -134,7 +134,8 @@ def _worker_main(fd: int, request: dict[str, Any], report_fd: int) -> None:
     _die_with_parent()  # with the zygote
     problems: list[str | None] = []
     if request.get("sandbox"):
-        problems.append(_isolated(fd, report_fd))
+        policy = request["sandbox"]
+        problems.append(_isolated(fd, report_fd, [*policy["write"], *policy["read"]]))
     else:
         os.write(report_fd, str(os.getpid()).encode())
         os.close(report_fd)
