@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -66,8 +68,19 @@ def doors(monkeypatch):
     except OSError:
         unix.close()
         unix, unix_path = None, ""
+    # A named socket anywhere else (a server built to keep it in /tmp, an X server's /tmp/.X11-unix).
+    tmp_unix_path = os.path.join(tempfile.mkdtemp(prefix="bertcourse-probe-"), "service.sock")
+    os.chmod(os.path.dirname(tmp_unix_path), 0o755)
+    tmp_unix = socket.socket(socket.AF_UNIX)
+    tmp_unix.bind(tmp_unix_path)
+    tmp_unix.listen(1)
+    tmp_unix.settimeout(0.5)
+    os.chmod(tmp_unix_path, 0o777)
     yield {"tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1], "pids": [os.getpid(), other.pid],
-           "unix": unix_path, "tcp_socket": tcp, "udp_socket": udp, "unix_socket": unix}
+           "unix": unix_path, "tcp_socket": tcp, "udp_socket": udp, "unix_socket": unix,
+           "tmp_unix": tmp_unix_path, "tmp_unix_socket": tmp_unix}
+    tmp_unix.close()
+    shutil.rmtree(os.path.dirname(tmp_unix_path), ignore_errors=True)
     if unix is not None:
         unix.close()
         os.unlink(unix_path)
@@ -104,6 +117,12 @@ if {doors['unix']!r}:
             note('unix')
     except OSError as exc:
         print('unix refused:', exc)
+try:
+    with socket.socket(socket.AF_UNIX) as local:
+        local.connect({doors['tmp_unix']!r})
+        note('tmp unix')
+except OSError as exc:
+    print('tmp unix refused:', exc)
 try:
     note('dns ' + str(socket.getaddrinfo('gradebook.bertcourse-probe.org', 5432)))
 except OSError as exc:
@@ -151,6 +170,9 @@ def assert_nothing_reached(doors: dict, output: str) -> None:
         with pytest.raises(TimeoutError):
             doors["unix_socket"].accept()
         assert "unix refused" in output, output
+    with pytest.raises(TimeoutError):
+        doors["tmp_unix_socket"].accept()
+    assert "tmp unix refused" in output, output
     assert "reached" not in output, output
     assert "tcp refused" in output and "udp refused" in output and "dns refused" in output, output
     listed = json.loads(output.split("pids ", 1)[1].splitlines()[0])

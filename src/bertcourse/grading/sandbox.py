@@ -227,6 +227,65 @@ def private_proc(keep: list[str] | None = None) -> str | None:
     return None
 
 
+# seccomp: a classic-BPF filter that makes socket(AF_UNIX, ...) fail with EPERM. A network namespace
+# does not cover named Unix sockets (a path anywhere, e.g. /tmp/.X11-unix or a PostgreSQL built to use
+# /tmp), and Landlock does not govern connect(); student code has no use for a new Unix socket (the
+# worker's own channel, socketpair() and pipes are unaffected).
+_SECCOMP_SET_MODE_FILTER, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 1, 22, 2
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_AF_UNIX, _EPERM = 1, 1
+_X32_SYSCALL_BIT = 0x40000000
+# audit architecture -> the number of socket(2) there
+_SOCKET_SYSCALL = {0xC000003E: 41, 0xC00000B7: 198}  # x86_64, aarch64
+_MACHINE_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _unix_socket_filter(arch: int) -> list[tuple[int, int, int, int]]:
+    """The BPF program: on another architecture than ours, or an x32 call, refuse everything (a 32-bit
+    call could otherwise bypass the numbers below); socket(AF_UNIX, ...) -> EPERM; all else allowed."""
+    ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
+    deny = _SECCOMP_RET_ERRNO | _EPERM
+    return [
+        (ld_w_abs, 0, 0, 4),                        # seccomp_data.arch
+        (jeq_k, 1, 0, arch),
+        (ret_k, 0, 0, deny),
+        (ld_w_abs, 0, 0, 0),                        # seccomp_data.nr
+        (jge_k, 0, 1, _X32_SYSCALL_BIT),
+        (ret_k, 0, 0, deny),
+        (jeq_k, 0, 3, _SOCKET_SYSCALL[arch]),
+        (ld_w_abs, 0, 0, 16),                       # seccomp_data.args[0], low 32 bits: the family
+        (jeq_k, 0, 1, _AF_UNIX),
+        (ret_k, 0, 0, deny),
+        (ret_k, 0, 0, _SECCOMP_RET_ALLOW),
+    ]
+
+
+def forbid_unix_sockets() -> str | None:
+    """Install the seccomp filter above for this process and its children, for good (after
+    PR_SET_NO_NEW_PRIVS, which `restrict_filesystem` sets). None on success, else why not."""
+    arch = _MACHINE_ARCH.get(os.uname().machine) if sys.platform.startswith("linux") else None
+    if arch is None:
+        return "named Unix sockets stay reachable: no seccomp filter for this platform"
+    program = _unix_socket_filter(arch)
+    filters = (_SockFilter * len(program))(*[_SockFilter(*op) for op in program])
+    fprog = _SockFprog(len(program), filters)
+    libc = _libc()
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"prctl(PR_SET_NO_NEW_PRIVS) failed (errno {ctypes.get_errno()})"
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        return (f"the seccomp filter could not be installed (errno {ctypes.get_errno()}), "
+                "so named Unix sockets were reachable")
+    return None
+
+
 def limit_resources(memory_limit_mb: int, max_output_bytes: int) -> None:
     """Backstops the engine's RSS watchdog: a data-segment cap (allocations past it fail with
     MemoryError instead of taking the machine down) and a file size cap for runaway output."""

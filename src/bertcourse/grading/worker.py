@@ -148,10 +148,17 @@ def _worker_main(fd: int, request: dict[str, Any], report_fd: int) -> None:
     log = os.open(os.path.join(work_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    from bertcourse.grading.sandbox import SandboxPolicy, drop_privileges, limit_resources, restrict_filesystem
+    from bertcourse.grading.sandbox import (
+        SandboxPolicy,
+        drop_privileges,
+        forbid_unix_sockets,
+        limit_resources,
+        restrict_filesystem,
+    )
 
     if request.get("sandbox"):
         problems.append(restrict_filesystem(SandboxPolicy(**request["sandbox"])))
+        problems.append(forbid_unix_sockets())
     limit_resources(int(request["memory_limit_mb"]), int(request["max_output_bytes"]))
     if request.get("sandbox"):
         drop_privileges()
