@@ -323,6 +323,18 @@ WRONG = {
         {"test_loss_is_a_0dim_tensor"},
         {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
     ),
+    "loss detached from the logits": (
+        mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
+                "    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100).detach()")),
+        {"test_loss_is_a_0dim_tensor"},
+        {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
+    ),
+    "loss rebuilt from its value": (
+        mutate(("    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)",
+                "    return torch.tensor(F.cross_entropy(flat_logits, flat_labels, ignore_index=-100).item())")),
+        {"test_loss_is_a_0dim_tensor"},
+        {"test_loss_is_mean_over_selected_positions", "test_loss_weights_every_selected_position_equally"},
+    ),
     "concept answers wrong": (
         mutate((ANSWERS, 'answer_q1, answer_q2, answer_q3, answer_q4 = "a", "b", "b", "a"\n')),
         {"test_q1_loss_positions", "test_q2_random_and_unchanged", "test_q3_roberta_nsp", "test_q4_summed_embeddings"},

@@ -35,6 +35,8 @@ from _common import (
     unpack,
 )
 
+from bertcourse.grading import NotData
+
 DEFAULTS = {"select_prob": 0.15, "mask_prob": 0.8, "random_prob": 0.1}
 
 # ----------------------------------------------------------------------------- helpers
@@ -375,8 +377,9 @@ def test_loss_weights_every_selected_position_equally(student):
 
 
 @pytest.mark.check(cell="mlm_loss_checks", points=1.0,
-                   feedback="mlm_loss must return a 0-dim float tensor (not a Python float or a 1-element "
-                            "tensor), so that training can call .backward() on it; credited once it is a loss")
+                   feedback="mlm_loss must return a 0-dim float tensor that is still connected to the logits "
+                            "(not a Python float, a 1-element tensor or a detached copy), so that training can "
+                            "call .backward() on it; credited once it is a loss")
 def test_loss_is_a_0dim_tensor(student):
     logits, labels, _ = loss_case(24)
     value = student.call("mlm_loss", logits, labels)
@@ -395,6 +398,17 @@ def test_loss_is_a_0dim_tensor(student):
     assert isinstance(value, torch.Tensor), f"mlm_loss returned a {type(value).__name__}"
     assert value.dim() == 0 and value.is_floating_point(), (
         f"mlm_loss returned a {value.dtype} tensor of shape {tuple(value.shape)}")
+    try:
+        grads = student.backward(student.ref("mlm_loss"), "__call__", logits, labels,
+                                 grad_outputs=torch.tensor(1.0))["input_grads"]
+    except NotData as exc:
+        raise AssertionError(f"no gradient flows from the loss back to the logits: {exc}") from None
+    gradient = grads[0]
+    assert gradient is not None and bool(torch.isfinite(gradient).all()), (
+        "backpropagating the loss gives the logits no finite gradient")
+    selected = labels != IGNORE
+    assert bool((gradient[~selected] == 0).all()) and bool((gradient[selected] != 0).any()), (
+        "the loss's gradient does not reach exactly the logits of the selected positions")
 
 
 # ----------------------------------------------------------------------------- concept questions

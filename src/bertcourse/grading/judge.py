@@ -80,6 +80,10 @@ class Student:
         return self._request({"op": "getattr", "handle": _handle(remote), "name": attribute,
                               "as_remote": bool(as_remote)})
 
+    def ref(self, name: str) -> Remote:
+        """A handle on the notebook's top-level object `name` (a function, say), e.g. for `backward`."""
+        return self._request({"op": "ref", "name": name})
+
     def same(self, first: Remote, second: Remote) -> bool:
         """Whether two handles stand for the very same object in the worker (`is`), e.g. a tied Parameter."""
         return self._request({"op": "same", "handles": [_handle(first), _handle(second)]}) is True

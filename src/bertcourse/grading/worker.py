@@ -306,6 +306,8 @@ class Worker:
         if op == "value":
             value = self._lookup(header["name"])
             return {"kind": "data"}, dump_values(_as_data(value, f"`{header['name']}`"))
+        if op == "ref":
+            return self._as_remote(self._lookup(header["name"]))
         if op == "call":
             result = self._lookup(header["name"])(*args["args"], **args["kwargs"])
         elif op == "call_method":
