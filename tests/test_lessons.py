@@ -128,3 +128,4 @@ def test_filled_in_examples_show_the_whole_mask(data_dir):
     for line in examples:
         shown = ast.literal_eval(line.strip())
         assert shown.count("[MASK]") == 1 and "[MAS" not in shown.replace("[MASK]", ""), shown
+        assert not shown.removeprefix("... ").startswith("##"), shown  # cut between words, not inside one
