@@ -13,7 +13,7 @@ import pytest
 
 from bertcourse.course import load_course
 from bertcourse.folders import content_files
-from bertcourse.notebook import colab_badge, contents_table, setup_cell_source
+from bertcourse.notebook import colab_badge, contents_table, lesson_number, setup_cell_source
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(
@@ -135,3 +135,14 @@ def test_readme_contents_table_matches_the_manifest():
     assert readme[start:end].strip() == contents_table(), (
         "README.md's table is out of date: run `make readme`"
     )
+
+
+def test_lessons_are_numbered_by_their_file_name_not_their_position():
+    """Lessons land out of order (5 before 4): the README must show the number the notebook carries."""
+    table = contents_table()
+    for lesson in load_course(ROOT).lessons:
+        number = int(Path(lesson.notebook).name.split("_")[0])
+        assert f"| lesson {number} | [{lesson.title}]({lesson.notebook})" in table
+    assert lesson_number("lessons/05_evaluation_design.ipynb") == 5
+    with pytest.raises(ValueError, match="no number prefix"):
+        lesson_number("lessons/evaluation.ipynb")
