@@ -273,13 +273,30 @@ def sst2_like(n=872, correct=800, seed=0):
     ("macro_f1", lambda t, p: sklearn_metrics.f1_score(t, p, average="macro", zero_division=0)),
     ("weighted_f1", lambda t, p: sklearn_metrics.f1_score(t, p, average="weighted", zero_division=0)),
 ])
-def test_vectorised_bootstrap_equals_scoring_each_resample(name, function):
-    """The same generator draws the same resamples, so the vectorised path must give exactly the interval of
-    scoring every resample with scikit-learn."""
+def test_vectorised_bootstrap_equals_scoring_each_resample(name, function, monkeypatch):
+    """On the index-resampling path the same generator draws the same resamples, so the vectorised confusion
+    counts must give exactly the interval of scoring every resample with scikit-learn."""
+    monkeypatch.setattr(M, "_MAX_MULTINOMIAL_CELLS", 0)  # force resampling of indices
     y_true, y_pred = sst2_like(n=60, correct=45, seed=1)
     fast = M.bootstrap_ci(y_true, y_pred, name, n_resamples=300, seed=3)
     slow = M.bootstrap_ci(y_true, y_pred, function, n_resamples=300, seed=3)
     assert fast == pytest.approx(slow, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["accuracy", "mcc", "f1", "macro_f1"])
+def test_multinomial_counts_resample_like_indices(name, monkeypatch):
+    """Drawing each resample's confusion counts from the multinomial is the same distribution as drawing
+    indices: with 20,000 resamples each, both intervals agree within Monte Carlo error, paired too."""
+    y_true, y_pred = sst2_like(n=872, correct=740, seed=4)
+    _, other = sst2_like(n=872, correct=730, seed=5)
+    counts = M.bootstrap_ci(y_true, y_pred, name, n_resamples=20_000, seed=1)
+    p_counts = M.paired_bootstrap_test(y_true, y_pred, other, name, n_resamples=20_000, seed=1)
+    monkeypatch.setattr(M, "_MAX_MULTINOMIAL_CELLS", 0)
+    indices = M.bootstrap_ci(y_true, y_pred, name, n_resamples=20_000, seed=2)
+    p_indices = M.paired_bootstrap_test(y_true, y_pred, other, name, n_resamples=20_000, seed=2)
+    width = indices.high - indices.low
+    assert abs(counts.low - indices.low) < 0.05 * width and abs(counts.high - indices.high) < 0.05 * width
+    assert abs(p_counts - p_indices) < 0.03, (p_counts, p_indices)
 
 
 def test_bootstrap_interval_is_the_exact_binomial_one():
