@@ -22,7 +22,8 @@ import torch
 from pretraining import Runner  # the same training step (fused AdamW) as the BERT benchmark
 
 import bertcourse.model
-from bertcourse.model import GPT, ModelConfig
+from bertcourse.course import load_course
+from bertcourse.model import GPT
 
 
 def main(steps: int = 15) -> None:
@@ -30,7 +31,7 @@ def main(steps: int = 15) -> None:
     if one_chunk:
         bertcourse.model.LOGITS_CHUNK_BYTES = 2**40
     torch.manual_seed(0)
-    runner = Runner("GPT", GPT(ModelConfig.from_profile("cpu", arch="gpt")))
+    runner = Runner("GPT", GPT(load_course().profile("cpu").model.for_arch("gpt")))
     config = runner.model.config
     ids = torch.randint(5, config.vocab_size, (32, config.max_seq_len))
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}

@@ -32,8 +32,10 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
+from bertcourse.course import load_course
 from bertcourse.masking import mask_tokens
-from bertcourse.model import BertForMLM, ModelConfig, hf_bert_config
+from bertcourse.model import BertForMLM, ModelConfig
+from bertcourse.model_support import hf_bert_config
 
 SPECIAL_IDS = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
 
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import BertForMaskedLM
 
     overrides = {} if args.dropout is None else {"dropout": args.dropout}
-    config = ModelConfig.from_profile(args.profile, **overrides)
+    config = load_course().profile(args.profile).model.for_arch("bert", **overrides)
     ours = Runner("bertcourse BertForMLM", BertForMLM(config))
     reference = Runner("transformers BertForMaskedLM", BertForMaskedLM(hf_bert_config(config)))
     batches = make_batches(config, args.batch_size, args.steps)

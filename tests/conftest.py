@@ -48,6 +48,8 @@ def corpus(data_dir):
 @pytest.fixture(scope="session")
 def quick_tokenizer(corpus):
     """The cpu-quick course tokenizer on the real corpus (trained once, then cached)."""
+    from bertcourse.course import load_course
     from bertcourse.tokenizer import load_tokenizer
 
-    return load_tokenizer("cpu-quick", corpus=corpus, progress=False)
+    spec = load_course(check_files=False).profile("cpu-quick")
+    return load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=False)

@@ -1,7 +1,7 @@
 """Shared by the proofs of the masking exercises' hidden checks (tests/test_checks_ex01.py, ex02.py).
 
 `run_checks` grades a source string with the real engine (worker, sandbox, judge) through
-`bertcourse.grading.testing`, so a proof here is a proof of what a student's notebook would get.
+`bertcourse.authoring.proofs`, so a proof here is a proof of what a student's notebook would get.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bertcourse.grading.testing import run_check_module, shared_grader
-from bertcourse.grading.testing import run_checks as run_notebook
+from bertcourse.authoring.proofs import run_check_module, shared_grader
+from bertcourse.authoring.proofs import run_checks as run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKS_DIR = ROOT / "autograder" / "checks"

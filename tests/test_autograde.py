@@ -30,9 +30,9 @@ from batch_support import (
     with_cells,
 )
 
+from bertcourse.authoring.release import release
 from bertcourse.grading.batch import RESULT_NAME, BatchOptions, autograde
 from bertcourse.grading.gradebook import open_gradebook
-from bertcourse.grading.release import release
 
 pytestmark = pytest.mark.slow
 
@@ -255,3 +255,18 @@ def test_a_killed_batch_resumes_without_regrading(tmp_path):
     assert [float(rows[(s, EXERCISE)]["score"]) for s in students] == [3.0] * len(students)
     with open_gradebook(f"sqlite:///{course.root}/gradebook.db") as gradebook:
         assert [gradebook.find_submission(EXERCISE, s).score for s in students] == [3.0] * len(students)
+
+
+def test_a_change_to_the_shared_check_helpers_regrades(tmp_path):
+    """A finished result is reused only while nothing its grade depends on changed: the helpers that every
+    exercise's checks share (`_common.py` next to them) count like the checks themselves."""
+    from bertcourse.grading.layout import exercise_fingerprint
+
+    course = make_course(tmp_path / "course")
+    exercise = course.exercise(EXERCISE)
+    before = exercise_fingerprint(course, exercise)
+    helpers = course.path(exercise.checks).parent / "_common.py"
+    helpers.write_text("TOLERANCE = 1e-6\n")
+    with_helpers = exercise_fingerprint(course, exercise)
+    helpers.write_text("TOLERANCE = 1e-3\n")
+    assert len({before, with_helpers, exercise_fingerprint(course, exercise)}) == 3

@@ -2,7 +2,7 @@
 different correct implementations (fused or separate kernels, manual or torch attention, a decoder
 Linear or the embedding used directly) pass every check.
 
-Each source is graded by the real engine (worker, sandbox, judge) through `bertcourse.grading.testing`,
+Each source is graded by the real engine (worker, sandbox, judge) through `bertcourse.authoring.proofs`,
 so a proof here is a proof of what a student's notebook would get. Stub notebooks (solution regions that
 return their input or raise NotImplementedError) and the release score 0, and the visible test cell and
 the hidden check give the same verdict on every padding value.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bertcourse.grading.testing import run_check_module
+from bertcourse.authoring.proofs import run_check_module
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
 
@@ -566,7 +566,7 @@ def stubbed(source: str, stub: str, keep_init: bool = False) -> str:
 
 
 def grade_variant(tmp_path: Path, stub: str, keep_init: bool = False):
-    from bertcourse.grading.testing import shared_grader
+    from bertcourse.authoring.proofs import shared_grader
 
     nb = json.loads(NOTEBOOK.read_text())
     for cell in nb["cells"]:
@@ -596,7 +596,7 @@ def test_stubbed_functions_behind_real_constructors_earn_only_the_tie(tmp_path):
 
 
 def test_the_release_scores_zero():
-    from bertcourse.grading.testing import shared_grader
+    from bertcourse.authoring.proofs import shared_grader
 
     result = shared_grader().grade(ROOT / "exercises/ex03-tiny-bert/tiny_bert.ipynb", "ex03-tiny-bert")
     assert result.ok and result.max_score == 21.0, result.error

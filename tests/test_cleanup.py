@@ -80,7 +80,7 @@ def test_the_folder_of_a_killed_grader_is_removed_by_the_next_one(scratch, tmp_p
         from bertcourse.grading import Grader
         grader = Grader(load_course({str(FIXTURE)!r}))
         grader.grade({str(SOURCE)!r}, "toy")
-        print(grader._tmp, grader._zygote.process.pid, grader._judge.process.pid, flush=True)
+        print(grader._scratch, grader._zygote.process.pid, grader._judge.process.pid, flush=True)
         time.sleep(600)
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
@@ -92,7 +92,7 @@ def test_the_folder_of_a_killed_grader_is_removed_by_the_next_one(scratch, tmp_p
     assert Path(folder).is_dir()
     with Grader(load_course(FIXTURE)) as grader:
         assert not Path(folder).exists()  # removed as stale: its process is gone
-        assert Path(grader._tmp).is_dir()
+        assert Path(grader._scratch).is_dir()
     assert leftovers(scratch) == []
 
 

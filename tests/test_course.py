@@ -87,3 +87,71 @@ def test_invalid_yaml_and_heads_not_dividing_width():
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(CourseError, match="cpu-quick"):
         load_course(ROOT).profile("tpu")
+
+
+def test_a_profile_model_is_the_bert_model_config_with_the_profile_vocabulary():
+    from bertcourse.config import MaskingProbs, ModelConfig
+
+    course = load_course(ROOT, check_files=False)
+    for profile in course.profiles.values():
+        assert isinstance(profile.model, ModelConfig) and profile.model.arch == "bert"
+        assert profile.model.vocab_size == profile.vocab_size
+    assert course.profile("cpu").model.for_arch("gpt").causal
+    assert isinstance(course.masking, MaskingProbs)
+
+
+def test_profile_model_keys_are_checked_with_their_line():
+    text = MANIFEST.replace("d_ff: 256,", "d_ff: 256, vocab_size: 10,", 1)
+    message = _error(text)
+    assert "'vocab_size' does not belong in profiles.cpu-quick.model" in message
+    assert f"course.yml:{_line_of(text, 'vocab_size: 10')}:" in message
+    assert "'arch' does not belong" in _error(MANIFEST.replace("d_ff: 256,", "d_ff: 256, arch: gpt,", 1))
+    assert "missing key 'd_ff' in profiles.cpu-quick.model" in _error(MANIFEST.replace("d_ff: 256, ", "", 1))
+    assert "unknown key 'n_layer'" in _error(MANIFEST.replace("n_layers: 2,", "n_layer: 2,", 1))
+
+
+@pytest.fixture
+def no_profile_variable(monkeypatch):
+    monkeypatch.delenv("BERTCOURSE_PROFILE", raising=False)
+    return monkeypatch
+
+
+def test_resolve_profile_argument_then_variable_then_gpu_then_quick(no_profile_variable):
+    import torch
+
+    from bertcourse.course import resolve_profile
+
+    course = load_course(ROOT, check_files=False)
+    no_profile_variable.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_profile(None, course) == "cpu-quick"
+    no_profile_variable.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_profile(None, course) == "gpu"
+    assert resolve_profile(None, course, use_gpu=False) == "cpu-quick"  # the grader and `bertcourse check`
+    no_profile_variable.setenv("BERTCOURSE_PROFILE", "cpu")
+    assert resolve_profile(None, course) == "cpu" == resolve_profile(None, course, use_gpu=False)
+    assert resolve_profile("cpu-quick", course) == "cpu-quick"
+    no_profile_variable.setenv("BERTCOURSE_PROFILE", "cpu_quick")
+    with pytest.raises(CourseError, match="unknown profile 'cpu_quick'; course.yml defines cpu-quick"):
+        resolve_profile(None, course)
+
+
+def test_every_edge_resolves_the_profile_by_the_same_rule(no_profile_variable, tmp_path):
+    """The pretrain command, the notebooks' helper and the grader: the same answer from the same inputs."""
+    import torch
+
+    from bertcourse.cli import build_parser
+    from bertcourse.grading.engine import Grader
+    from bertcourse.notebook import pick_profile
+
+    course = load_course(ROOT, check_files=False)
+    no_profile_variable.setattr(torch.cuda, "is_available", lambda: False)
+    no_profile_variable.setenv("BERTCOURSE_CACHE", str(tmp_path))
+    def grader_profile(**kwargs) -> str:
+        with Grader(course, sandbox="off", **kwargs) as grader:  # starts no process; removes its scratch folder
+            return grader.profile
+
+    assert build_parser().parse_args(["pretrain"]).profile is None  # resolved by the command, not argparse
+    assert pick_profile() == "cpu-quick" == grader_profile()
+    no_profile_variable.setenv("BERTCOURSE_PROFILE", "cpu")
+    assert pick_profile() == "cpu" == grader_profile()
+    assert grader_profile(profile="gpu") == "gpu"

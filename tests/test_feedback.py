@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from batch_support import EXERCISE, hidden_source_lines, make_course, solution, submit, with_cells
 
-from bertcourse.grading.release import release
+from bertcourse.authoring.release import release
 
 pytestmark = pytest.mark.slow
 
@@ -146,7 +146,7 @@ def test_pages_are_small(pages):
 
 
 def _record(**result):
-    from bertcourse.grading.batch import Record
+    from bertcourse.grading.records import Record
 
     return Record(student="zoe", exercise=EXERCISE, notebook="add", submission="", key="", status="graded",
                   score=0.0, max_score=3.0, parts={"add_checks": 0.0}, part_max={"add_checks": 2.0}, reasons=[],

@@ -20,8 +20,8 @@ import pytest
 
 from bertcourse.course import Exercise, load_course
 from bertcourse.grading import Grader, NotebookResult, infer_exercise
-from bertcourse.grading.engine import canary_problem
 from bertcourse.grading.sandbox import landlock_abi
+from bertcourse.grading.steps import canary_problem
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading"
 SOURCE = FIXTURE / "solutions" / "toy" / "toy.ipynb"
@@ -164,7 +164,7 @@ def test_magics_in_student_cells_work(grader, hashes, tmp_path):
 
 
 def test_testing_helper_runs_a_check_module_against_sources(grader):
-    from bertcourse.grading.testing import run_check_module, run_checks
+    from bertcourse.authoring.proofs import run_check_module, run_checks
 
     correct = "import torch\n" + CORRECT_ADD + "\n" + CORRECT_MASK + '\nanswer_q1 = "b"\n'
     assert set(run_check_module(CHECKS, correct, grader=grader).values()) == {True}
@@ -173,9 +173,9 @@ def test_testing_helper_runs_a_check_module_against_sources(grader):
 
 
 def test_course_side_problems_raise(grader, tmp_path):
+    from bertcourse.authoring.proofs import run_checks
     from bertcourse.errors import BertcourseError
     from bertcourse.grading import GradingError
-    from bertcourse.grading.testing import run_checks
 
     broken = tmp_path / "broken_checks.py"
     broken.write_text("import pytest\nimport no_such_module_anywhere\n")
@@ -188,6 +188,25 @@ def test_course_side_problems_raise(grader, tmp_path):
     with pytest.raises(BertcourseError, match="unknown exercise"):
         grader.grade(SOURCE, "no-such-exercise")
     assert grader.grade(SOURCE, "toy").score == 5.0  # the judge is still in step afterwards
+
+
+def test_checks_share_helpers_that_a_warm_grader_reloads_when_they_change(grader, tmp_path):
+    """Every check module may import `_common.py` from its folder; editing the helpers alone (not the check
+    module) changes the next grade of the same warm Grader, as editing the checks would."""
+    from bertcourse.authoring.proofs import run_check_module
+
+    folder = tmp_path / "checks"
+    folder.mkdir()
+    (folder / "_common.py").write_text("EXPECTED = 3\n")
+    module = folder / "shared_checks.py"
+    module.write_text("import pytest\nfrom _common import EXPECTED\n\n\n"
+                      "@pytest.mark.check(cell='add_checks', points=1.0, feedback='add must add')\n"
+                      "def test_add(student):\n    assert student.call('add', 1, 2) == EXPECTED\n")
+    assert run_check_module(module, CORRECT_ADD, grader=grader) == {"test_add": True}
+    stamp = module.stat().st_mtime_ns
+    (folder / "_common.py").write_text("EXPECTED = 4\n")
+    os.utime(folder / "_common.py", ns=(stamp + 10**9, stamp + 10**9))  # later, even on a coarse clock
+    assert run_check_module(module, CORRECT_ADD, grader=grader) == {"test_add": False}
 
 
 # ----------------------------------------------------------------------------- broken notebooks
@@ -460,7 +479,7 @@ def test_checks_that_cannot_fail_void_the_grade(tmp_path, course):
         "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
         "def pytest_pyfunc_call(pyfuncitem):\n"
         "    outcome = yield\n    outcome.force_result(True)\n")
-    from bertcourse.grading.testing import run_checks
+    from bertcourse.authoring.proofs import run_checks
 
     with Grader(course) as grader:
         result = run_checks(folder / "toy.py", STUB, grader=grader)

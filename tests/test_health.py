@@ -8,9 +8,9 @@ import pytest
 from batch_support import make_course, with_cells
 
 from bertcourse import cli
+from bertcourse.authoring.health import run_health
+from bertcourse.authoring.release import release
 from bertcourse.course import load_course
-from bertcourse.grading.health import run_health
-from bertcourse.grading.release import release
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,7 @@ def test_the_course_exercises_are_healthy():
 
 def test_a_release_opened_in_jupyterlab_is_still_up_to_date(tmp_path):
     """Opening the release in JupyterLab leaves `.ipynb_checkpoints/` (with a stale copy) behind."""
-    from bertcourse.grading.health import release_current_row
+    from bertcourse.authoring.health import release_current_row
 
     course = make_course(tmp_path / "course")
     release(course)

@@ -14,6 +14,7 @@ import torch
 from bertcourse.masking import (
     IGNORE_INDEX,
     MaskingError,
+    MaskingProbs,
     collate_for_mlm,
     count_masking,
     is_special,
@@ -164,14 +165,12 @@ def test_bad_inputs_raise_clear_errors():
         regular_token_ids(3, [0, 1, 2])
 
 
-def test_default_probabilities_come_from_course_yml():
+def test_default_probabilities_are_berts_and_course_yml_says_the_same():
+    """The functions default to BERT's recipe; the commands pass course.yml's `masking:`. Change both together."""
     from bertcourse.course import load_course
 
-    spec = load_course().masking
-    probs = masking_probs()
-    assert (probs.select_prob, probs.mask_prob, probs.random_prob) == (
-        spec.select_prob, spec.mask_prob, spec.random_prob)
-    assert masking_probs(select_prob=0.3).select_prob == 0.3
+    assert masking_probs() == load_course(check_files=False).masking == MaskingProbs(0.15, 0.8, 0.1)
+    assert masking_probs(select_prob=0.3) == MaskingProbs(0.3, 0.8, 0.1)
 
 
 # ----------------------------------------------------------------------------- mlm_loss

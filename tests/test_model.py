@@ -6,6 +6,8 @@ with segment B present, so a wrong mask, a missing bias or a swapped norm shows 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,11 +18,13 @@ from bertcourse.model import (
     IGNORE_INDEX,
     BertForMLM,
     ModelConfig,
-    additive_padding_mask,
-    bert_state_dict_to_hf,
     build_model,
     count_parameters,
     describe,
+    extended_attention_mask,
+)
+from bertcourse.model_support import (
+    bert_state_dict_to_hf,
     gpt_state_dict_to_hf,
     hf_bert_config,
     hf_gpt2_config,
@@ -28,7 +32,6 @@ from bertcourse.model import (
 )
 
 TINY = dict(vocab_size=300, n_layers=2, d_model=32, n_heads=4, d_ff=64, max_seq_len=16)
-GPT_FLAGS = dict(type_vocab_size=0, pre_ln=True, embedding_norm=False, causal=True, layer_norm_eps=1e-5)
 
 
 def padded_batch(vocab_size: int = 300, seq_len: int = 16):
@@ -51,7 +54,7 @@ def random_bert(**overrides) -> BertForMLM:
 
 
 def random_gpt(**overrides) -> GPT:
-    model = GPT(ModelConfig(**{**TINY, **GPT_FLAGS, **overrides}))
+    model = GPT(ModelConfig(**TINY).for_arch("gpt", **overrides))
     return randomize_(model, torch.Generator().manual_seed(2)).eval()
 
 
@@ -114,9 +117,13 @@ def test_padding_tokens_do_not_change_the_real_positions_and_an_all_padding_row_
 
 
 def test_additive_mask_shape_and_values():
-    mask = additive_padding_mask(torch.tensor([[1, 1, 0], [1, 0, 0]]), torch.float32)
+    mask = extended_attention_mask(torch.tensor([[1, 1, 0], [1, 0, 0]]), torch.float32)
     assert mask.shape == (2, 1, 1, 3)
     assert mask[0, 0, 0, :2].eq(0).all() and mask[1, 0, 0, 1:].eq(torch.finfo(torch.float32).min).all()
+    causal = extended_attention_mask(torch.tensor([[1, 1, 0]]), torch.float32, causal=True)
+    blocked = causal[0, 0] != 0  # [query, key]: later keys and padding
+    assert causal.shape == (1, 1, 3, 3)
+    assert blocked.tolist() == [[False, True, True], [False, False, True], [False, False, True]]
 
 
 def test_gpt_is_causal_and_bert_is_not():
@@ -198,11 +205,10 @@ def test_a_batch_without_targets_gives_a_zero_loss_that_backpropagates():
 
 @pytest.mark.parametrize("profile", ["cpu-quick", "cpu", "gpu"])
 def test_bert_and_gpt_of_each_profile_have_parameter_counts_within_two_percent(profile):
-    course = load_course()
-    bert = build_model(ModelConfig.from_profile(profile, "bert", course=course))
-    gpt = build_model(ModelConfig.from_profile(profile, "gpt", course=course))
+    spec = load_course(check_files=False).profile(profile)
+    bert = build_model(spec.model)
+    gpt = build_model(spec.model.for_arch("gpt"))
     assert isinstance(bert, BertForMLM) and isinstance(gpt, GPT)
-    spec = course.profile(profile)
     assert bert.config.d_model == gpt.config.d_model == spec.model.d_model
     assert bert.config.n_layers == gpt.config.n_layers == spec.model.n_layers
     assert bert.config.vocab_size == gpt.config.vocab_size == spec.vocab_size
@@ -215,9 +221,17 @@ def test_config_rejects_bad_shapes_and_unknown_architecture():
     with pytest.raises(ValueError, match="divisible"):
         ModelConfig(d_model=30, n_heads=4)
     with pytest.raises(ValueError, match="unknown architecture"):
-        ModelConfig.from_profile("cpu-quick", arch="lstm")
-    config = ModelConfig.from_profile("cpu-quick", dropout=0.0)
-    assert config.dropout == 0.0 and not config.causal
+        ModelConfig(**TINY).for_arch("lstm")
+    with pytest.raises(ValueError, match="unknown architecture"):
+        ModelConfig(arch="lstm")
+    config = ModelConfig(**TINY).for_arch("bert", dropout=0.0)
+    assert config.dropout == 0.0 and not config.causal and config.arch == "bert"
+    gpt = ModelConfig(**TINY).for_arch("gpt", dropout=0.2)
+    assert gpt.causal and gpt.pre_ln and gpt.type_vocab_size == 0 and gpt.dropout == 0.2
+    with pytest.raises(ValueError, match="GPT needs arch='gpt'"):
+        GPT(ModelConfig(**TINY))
+    with pytest.raises(ValueError, match="BertForMLM needs arch='bert'"):
+        BertForMLM(gpt)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -233,3 +247,29 @@ def test_mask_under_autocast_stays_finite_on_an_all_padding_row(dtype):
         assert torch.isfinite(hidden).all()
         assert seen[0].dtype == dtype and torch.isfinite(seen[0]).all()
         assert (seen[0] == torch.finfo(dtype).min).any()
+
+
+LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
+
+
+@pytest.mark.parametrize("arch", ["bert", "gpt"])
+def test_a_checkpoint_saved_before_arch_loads_computes_as_it_did_and_resumes(arch):
+    """Written by the code before `ModelConfig.arch` (its config says `causal`); see fixtures/legacy."""
+    from bertcourse.train import CheckpointError, check_compatible, load_checkpoint, load_pretrained
+
+    path = LEGACY / f"pretrain-{arch}-checkpoint.pt"
+    saved = load_checkpoint(path)
+    assert "arch" not in saved["settings"]["model_config"] and "causal" in saved["settings"]["model_config"]
+    model, tokenizer = load_pretrained(path)
+    assert type(model) is {"bert": BertForMLM, "gpt": GPT}[arch] and model.config.arch == arch
+    assert len(tokenizer) == model.config.vocab_size
+    expected = saved["expected"]
+    with torch.no_grad():
+        hidden = model.encode(expected["input_ids"], expected["attention_mask"])
+    assert expected["hidden"].abs().max() > 0.5
+    torch.testing.assert_close(hidden, expected["hidden"], atol=1e-6, rtol=1e-6)
+    today = dict(saved["settings"], model_config=model.config.to_dict())
+    check_compatible(path, saved["settings"], today)  # --resume accepts it: the same settings
+    other = dict(today, model_config=dict(today["model_config"], d_model=16, n_heads=2))
+    with pytest.raises(CheckpointError, match="model d_model: checkpoint 8, this run 16"):
+        check_compatible(path, saved["settings"], other)

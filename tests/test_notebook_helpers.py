@@ -18,14 +18,16 @@ def test_pick_profile_honours_the_variable_and_rejects_typos(monkeypatch, capsys
         pick_profile()
 
 
-def test_pick_profile_defaults_to_cpu_without_cuda(monkeypatch):
+def test_pick_profile_defaults_to_cpu_quick_without_cuda_and_takes_a_name(monkeypatch):
     import torch
 
     monkeypatch.delenv("BERTCOURSE_PROFILE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert pick_profile() == "cpu"
+    assert pick_profile() == "cpu-quick"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_profile() == "gpu"
+    monkeypatch.setenv("BERTCOURSE_PROFILE", "cpu-quick")
+    assert pick_profile("cpu") == "cpu"  # a name given in the notebook wins
 
 
 def test_execute_notebook_gives_the_kernel_its_environment_and_restores_ours(tmp_path, monkeypatch):

@@ -227,11 +227,13 @@ KILLABLE_RUN = """
 import sys, time
 import bertcourse.train as train
 from bertcourse.data import Corpus, load_corpus
+from bertcourse.course import load_course
 from bertcourse.tokenizer import load_tokenizer
 
 data_dir, out_dir, mode, pause = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 corpus = load_corpus(data_dir=data_dir)
-tokenizer = load_tokenizer("cpu-quick", corpus=corpus, progress=False)
+spec = load_course(check_files=False).profile("cpu-quick")
+tokenizer = load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=False)
 small = Corpus(corpus.train[:2000], corpus.heldout[:100], corpus.source)
 make_batch = train.make_batch
 # A pause per step (no random draws) leaves time to kill the run part-way; it changes no result.

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from batch_support import ROOT, hidden_source_lines, make_course
 
+from bertcourse.authoring.release import release, stale_release
 from bertcourse.course import load_course
+from bertcourse.grading.exercises import exercise_cells
 from bertcourse.grading.gradebook import grade_cell_points, open_gradebook
-from bertcourse.grading.release import exercise_cells, release, stale_release
 
 pytestmark = pytest.mark.slow
 

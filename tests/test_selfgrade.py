@@ -60,7 +60,7 @@ def test_does_nothing_while_the_notebook_is_autograded(no_jupyter, monkeypatch, 
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise_id", EXERCISES)
 def test_solution_with_the_grading_cell_still_scores_full_marks_without_recursion(exercise_id):
-    from bertcourse.grading.testing import shared_grader
+    from bertcourse.authoring.proofs import shared_grader
 
     exercise = COURSE.exercise(exercise_id)
     result = shared_grader(COURSE).grade(ROOT / "solutions" / exercise.notebook, exercise)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from collections import Counter
 
+from bertcourse.course import load_course
 from bertcourse.tokenizer import SPECIAL_TOKENS, learn_vocabulary, load_tokenizer, train_tokenizer
 
 
@@ -81,7 +82,8 @@ def test_tokenizer_is_cached_and_reloaded(corpus, quick_tokenizer, monkeypatch):
         raise AssertionError("the cached tokenizer should have been reused")
 
     monkeypatch.setattr(module, "train_tokenizer", no_training)
-    again = load_tokenizer("cpu-quick", corpus=corpus)
+    spec = load_course(check_files=False).profile("cpu-quick")
+    again = load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len)
     assert again.get_vocab() == quick_tokenizer.get_vocab()
 
 

@@ -1,5 +1,9 @@
-"""What the hidden checks of ex01 (token masking) and ex02 (whole-word masking) share: the ids, the exact
-statistical bounds, and the validity test that side conditions (types, inputs untouched, seeds) need.
+"""Helpers the hidden checks of every exercise may share; the judge makes this module importable for each
+check module (`from _common import ...`), and a change to it regrades a batch like a change to the checks.
+
+Today ex01 (token masking) and ex02 (whole-word masking) share the ids, the exact statistical bounds, the
+validity test that side conditions (types, inputs untouched, seeds) need, the 80/10/10 share tests and the
+checks of random replacements; the shares are counted over positions in ex01 and over words in ex02.
 
 Every bound here holds for EVERY correct implementation, whatever the order of its random draws, with a
 false-alarm chance of at most `TAIL` per side and statistic (the grading seeds are fixed, so a result
@@ -21,6 +25,7 @@ SMALL_VOCAB = 120  # 115 allowed ids: a draw over all ids hits a special often, 
 # A random replacement equal to the original id looks "kept": with VOCAB that moves ~1/30,000 of the random
 # share to the kept share, which this slack (a fraction of the trials) absorbs.
 SLACK = 1e-3
+DEFAULTS = {"select_prob": 0.15, "mask_prob": 0.8, "random_prob": 0.1}  # the masking functions' defaults
 
 
 def binomial_range(trials: int, p: float, tail: float = TAIL) -> tuple[int, int]:
@@ -52,6 +57,7 @@ def hoeffding_margin(ranges: torch.Tensor, tail: float = TAIL) -> float:
 
 
 def percent(part: int, whole: int) -> str:
+    """`part` of `whole` as a percentage for a message."""
     return f"{100.0 * part / whole:.1f}%" if whole else "n/a"
 
 
@@ -84,6 +90,123 @@ def masking_problem(ids: torch.Tensor, eligible: torch.Tensor, inputs: torch.Ten
 
 
 def assert_masking(ids, eligible, inputs, labels) -> None:
+    """A side condition is credited only for a function that masks (see `masking_problem`)."""
     problem = masking_problem(ids, eligible, inputs, labels)
     assert not problem, f"not credited until the function masks: {problem}"
 
+
+
+def call_masking(student, function: str, ids: torch.Tensor, marks: torch.Tensor, seed: int = 0, generator=None,
+                 vocab_size: int = VOCAB, **probs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, labels) of the student's masking `function(ids, marks, ...)` (marks: the special-tokens mask or
+    the word ids), with the DEFAULTS unless `probs` says otherwise, drawing from `generator` or a new one."""
+    result = student.call(
+        function, ids, marks, mask_token_id=MASK, vocab_size=vocab_size, special_ids=SPECIAL,
+        generator=generator if generator is not None else student.generator(seed), **{**DEFAULTS, **probs},
+    )
+    return unpack(result, function, ids.shape)
+
+
+def call_with_own_defaults(student, function: str, ids, marks, seed: int):
+    """The raw result of the student's masking `function(ids, marks, ...)` without probabilities (its own
+    defaults); `ids` and `marks` may be handles on tensors placed in the worker."""
+    return student.call(function, ids, marks, mask_token_id=MASK, vocab_size=VOCAB, special_ids=SPECIAL,
+                        generator=student.generator(seed))
+
+
+def assert_two_int64_tensors(result) -> None:
+    """The function returned int64 tensors (after `unpack` found two of the right shape)."""
+    dtypes = (result[0].dtype, result[1].dtype)
+    assert dtypes == (torch.long, torch.long), f"the tensors returned have dtypes {dtypes[0]} and {dtypes[1]}"
+
+
+def assert_inputs_not_modified(student, function: str, ids: torch.Tensor, marks: torch.Tensor,
+                               eligible: torch.Tensor, marks_name: str) -> None:
+    """Calling the student's masking `function` leaves both of its input tensors as they were (credited
+    only for a function that masks)."""
+    ids_handle, marks_handle = student.put(ids), student.put(marks)
+    result = call_with_own_defaults(student, function, ids_handle, marks_handle, seed=2)
+    assert_masking(ids, eligible, *unpack(result, function, ids.shape))
+    assert torch.equal(student.get(ids_handle), ids), "input_ids was modified"
+    assert torch.equal(student.get(marks_handle), marks), f"{marks_name} was modified"
+
+
+def assert_specials_untouched(ids: torch.Tensor, special: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor,
+                              what: str) -> None:
+    """Some position was selected, and none of the `special` ones (`what`, in the message) got a label or
+    was changed."""
+    assert bool((labels[~special] != IGNORE).any()), "no position was selected at all"
+    labelled, changed = int((labels[special] != IGNORE).sum()), int((inputs[special] != ids[special]).sum())
+    assert labelled == 0 and changed == 0, (
+        f"of {int(special.sum())} {what}, {labelled} got a label and {changed} were changed")
+
+
+# ----------------------------------------------------------------------------- the 80/10/10 shares
+# `c` counts the selected units (positions in ex01, words in ex02): "selected", and of those "masked"
+# (show [MASK]), "random" (a random id) and "kept" (their own id, still labelled).
+
+
+def kept_unlabelled(c: dict[str, int], probs: dict[str, float]) -> bool:
+    """The 'labels only where the input changed' pattern: no kept unit at all, while [MASK] and random stand
+    in the mask_prob : random_prob proportion. Then the kept share lost its labels, which the kept-share
+    check reports; the [MASK] and random shares themselves are right."""
+    share = probs["mask_prob"] / (probs["mask_prob"] + probs["random_prob"])
+    return c["kept"] == 0 and 0 < share < 1 and rate_ok(c["masked"], c["masked"] + c["random"], share)
+
+
+def mask_share_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
+    """A share mask_prob of the selected units shows [MASK] (or only the kept share lost its labels)."""
+    return rate_ok(c["masked"], c["selected"], probs["mask_prob"]) or kept_unlabelled(c, probs)
+
+
+def random_share_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
+    """A share random_prob of the selected units shows a random id (or only the kept share lost its labels)."""
+    return rate_ok(c["random"], c["selected"], probs["random_prob"], slack=SLACK) or kept_unlabelled(c, probs)
+
+
+def kept_share_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
+    """The rest of the selected units, 1 - mask_prob - random_prob, keep their own id (and their label)."""
+    return rate_ok(c["kept"], c["selected"], 1.0 - probs["mask_prob"] - probs["random_prob"], slack=SLACK)
+
+
+# ----------------------------------------------------------------------------- random replacements
+
+
+def assert_no_special_replacements(ids: torch.Tensor, eligible: torch.Tensor, inputs: torch.Tensor) -> None:
+    """No random replacement at an eligible position is a special id (other than [MASK] itself)."""
+    replaced = eligible & (inputs != ids) & (inputs != MASK)
+    assert int(replaced.sum()) > 0, "no position shows a random id"
+    drawn = inputs[replaced]
+    hits = {s: int((drawn == s).sum()) for s in SPECIAL if s != MASK}
+    assert not any(hits.values()), (
+        f"of {len(drawn)} random replacements, " + ", ".join(f"{n} are id {s}" for s, n in hits.items() if n)
+        + f" (special_ids are {SPECIAL})")
+
+
+def assert_uniform_replacements(ids: torch.Tensor, eligible: torch.Tensor, inputs: torch.Tensor,
+                                vocab_size: int) -> torch.Tensor:
+    """Random replacements are uniform over the allowed ids: given that a position shows a random id other
+    than its original (an allowed id), that id is uniform over the other allowed ids, for every correct
+    implementation, so each id's count is Binomial(positions whose original differs, 1 / (allowed - 1)).
+    Returns the positions that show such a replacement."""
+    allowed = allowed_ids(vocab_size)
+    changed = eligible & (inputs != ids)
+    outside = changed & ((inputs < 0) | (inputs >= vocab_size))
+    assert not bool(outside.any()), (
+        f"{int(outside.sum())} random replacements lie outside range(vocab_size={vocab_size})")
+    trial = changed & torch.isin(inputs, allowed)
+    assert int(trial.sum()) > 0, "no position shows a random id"
+    drawn, original = inputs[trial], ids[trial]
+    tail = TAIL / len(allowed)  # a union bound over the allowed ids keeps the whole check's chance < 2 * TAIL
+    off = []
+    for token in allowed.tolist():
+        lo, hi = binomial_range(int((original != token).sum()), 1.0 / (len(allowed) - 1), tail)
+        count = int((drawn == token).sum())
+        if not lo <= count <= hi:
+            off.append((token, count))
+    never = [token for token, count in off if count == 0]
+    assert not off, (
+        f"of {len(drawn)} random replacements, {len(off)} of the {len(allowed)} allowed ids come up far too "
+        f"often or too rarely" + (f"; {len(never)} never come up (e.g. ids {never[:5]})" if never else "")
+        + f"; the most frequent: {sorted(off, key=lambda t: -t[1])[:3]} (id, count)")
+    return trial

@@ -17,27 +17,32 @@ import pytest
 import torch
 from _common import (
     CLS,
+    DEFAULTS,
     IGNORE,
     MASK,
     PAD,
     SEP,
-    SLACK,
     SMALL_VOCAB,
-    SPECIAL,
-    TAIL,
     UNK,
     VOCAB,
-    allowed_ids,
+    assert_inputs_not_modified,
     assert_masking,
-    binomial_range,
+    assert_no_special_replacements,
+    assert_specials_untouched,
+    assert_two_int64_tensors,
+    assert_uniform_replacements,
+    call_masking,
+    call_with_own_defaults,
+    kept_share_ok,
+    kept_unlabelled,
+    mask_share_ok,
     percent,
+    random_share_ok,
     rate_ok,
     unpack,
 )
 
 from bertcourse.grading import NotData
-
-DEFAULTS = {"select_prob": 0.15, "mask_prob": 0.8, "random_prob": 0.1}
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -57,13 +62,9 @@ def make_batch(rows: int, seed: int, vocab: int = VOCAB) -> tuple[torch.Tensor, 
     return ids, special
 
 
-def call_mask_tokens(student, ids, special, seed=0, generator=None, vocab_size=VOCAB, **probs):
-    probs = {**DEFAULTS, **probs}
-    result = student.call(
-        "mask_tokens", ids, special, mask_token_id=MASK, vocab_size=vocab_size, special_ids=SPECIAL,
-        generator=generator if generator is not None else student.generator(seed), **probs,
-    )
-    return unpack(result, "mask_tokens", ids.shape)
+def call_mask_tokens(student, ids, special, **options):
+    """(inputs, labels) of the student's mask_tokens (options: seed, generator, vocab_size, probabilities)."""
+    return call_masking(student, "mask_tokens", ids, special, **options)
 
 
 def outcome(ids, special, inputs, labels) -> dict[str, int]:
@@ -87,30 +88,9 @@ def shown(c: dict[str, int]) -> str:
             f" {c['kept']} their own id ({percent(c['kept'], c['selected'])})")
 
 
-def kept_unlabelled(c: dict[str, int], probs: dict[str, float]) -> bool:
-    """The 'labels only where the input changed' pattern: no kept position at all, while [MASK] and
-    random stand in the mask_prob : random_prob proportion. Then the kept share lost its labels, which
-    the kept-share check reports; the [MASK] and random shares themselves are right."""
-    changed = c["masked"] + c["random"]
-    share = probs["mask_prob"] / (probs["mask_prob"] + probs["random_prob"])
-    return c["kept"] == 0 and 0 < share < 1 and rate_ok(c["masked"], changed, share)
-
-
 def selection_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
     # selected = labelled or changed, so that labels missing at kept positions do not move it
     return rate_ok(c["selected"] + c["unlabelled_changes"], c["eligible"], probs["select_prob"])
-
-
-def mask_share_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
-    return rate_ok(c["masked"], c["selected"], probs["mask_prob"]) or kept_unlabelled(c, probs)
-
-
-def random_share_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
-    return rate_ok(c["random"], c["selected"], probs["random_prob"], slack=SLACK) or kept_unlabelled(c, probs)
-
-
-def kept_share_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
-    return rate_ok(c["kept"], c["selected"], 1.0 - probs["mask_prob"] - probs["random_prob"], slack=SLACK)
 
 
 # ----------------------------------------------------------------------------- mask_tokens
@@ -120,12 +100,9 @@ def kept_share_ok(c: dict[str, int], probs: dict[str, float]) -> bool:
                    feedback="mask_tokens must return (inputs, labels): two int64 tensors shaped like input_ids")
 def test_returns_two_integer_tensors(student):
     ids, special = make_batch(8, seed=1)
-    result = student.call("mask_tokens", ids, special, mask_token_id=MASK, vocab_size=VOCAB,
-                          special_ids=SPECIAL, generator=student.generator(1))
-    inputs, labels = unpack(result, "mask_tokens", ids.shape)
-    assert_masking(ids, ~special, inputs, labels)
-    dtypes = (result[0].dtype, result[1].dtype)
-    assert dtypes == (torch.long, torch.long), f"the tensors returned have dtypes {dtypes[0]} and {dtypes[1]}"
+    result = call_with_own_defaults(student, "mask_tokens", ids, special, seed=1)
+    assert_masking(ids, ~special, *unpack(result, "mask_tokens", ids.shape))
+    assert_two_int64_tensors(result)
 
 
 @pytest.mark.check(cell="mask_tokens_checks", points=1.0,
@@ -133,12 +110,7 @@ def test_returns_two_integer_tensors(student):
                             "torch.where); credited once it masks")
 def test_input_tensors_not_modified(student):
     ids, special = make_batch(64, seed=2)
-    ids_handle, special_handle = student.put(ids), student.put(special)
-    result = student.call("mask_tokens", ids_handle, special_handle, mask_token_id=MASK, vocab_size=VOCAB,
-                          special_ids=SPECIAL, generator=student.generator(2))
-    assert_masking(ids, ~special, *unpack(result, "mask_tokens", ids.shape))
-    assert torch.equal(student.get(ids_handle), ids), "input_ids was modified"
-    assert torch.equal(student.get(special_handle), special), "special_tokens_mask was modified"
+    assert_inputs_not_modified(student, "mask_tokens", ids, special, ~special, "special_tokens_mask")
 
 
 @pytest.mark.check(cell="mask_tokens_checks", points=2.0,
@@ -147,10 +119,7 @@ def test_input_tensors_not_modified(student):
 def test_special_positions_never_selected(student):
     ids, special = make_batch(256, seed=3)
     inputs, labels = call_mask_tokens(student, ids, special, seed=3)
-    assert bool((labels[~special] != IGNORE).any()), "no position was selected at all"
-    labelled, changed = int((labels[special] != IGNORE).sum()), int((inputs[special] != ids[special]).sum())
-    assert labelled == 0 and changed == 0, (
-        f"of {int(special.sum())} special positions, {labelled} got a label and {changed} were changed")
+    assert_specials_untouched(ids, special, inputs, labels, "special positions")
 
 
 @pytest.mark.check(cell="mask_tokens_checks", points=1.0,
@@ -228,13 +197,7 @@ def test_random_replacements_are_never_special(student):
     # a draw over all ids (or over ids from len(special_ids) on) hits [PAD], [UNK], [CLS] or [SEP] often
     ids, special = make_batch(1024, seed=9, vocab=SMALL_VOCAB)
     inputs, _ = call_mask_tokens(student, ids, special, seed=9, vocab_size=SMALL_VOCAB)
-    replaced = ~special & (inputs != ids) & (inputs != MASK)
-    assert int(replaced.sum()) > 0, "no position shows a random id"
-    drawn = inputs[replaced]
-    hits = {s: int((drawn == s).sum()) for s in SPECIAL if s != MASK}
-    assert not any(hits.values()), (
-        f"of {len(drawn)} random replacements, " + ", ".join(f"{n} are id {s}" for s, n in hits.items() if n)
-        + f" (special_ids are {SPECIAL})")
+    assert_no_special_replacements(ids, ~special, inputs)
 
 
 @pytest.mark.check(cell="mask_tokens_checks", points=1.0,
@@ -247,27 +210,7 @@ def test_random_replacements_are_uniform(student):
     ids, special = make_batch(256, seed=14, vocab=SMALL_VOCAB)
     inputs, _ = call_mask_tokens(student, ids, special, seed=14, vocab_size=SMALL_VOCAB,
                                  select_prob=0.5, mask_prob=0.0, random_prob=1.0)
-    allowed = allowed_ids(SMALL_VOCAB)
-    changed = ~special & (inputs != ids)
-    outside = changed & ((inputs < 0) | (inputs >= SMALL_VOCAB))
-    assert not bool(outside.any()), (
-        f"{int(outside.sum())} random replacements lie outside range(vocab_size={SMALL_VOCAB})")
-    trial = changed & torch.isin(inputs, allowed)
-    assert int(trial.sum()) > 0, "no position shows a random id"
-    drawn, original = inputs[trial], ids[trial]
-    tail = TAIL / len(allowed)  # a union bound over the allowed ids keeps the whole check's chance < 2 * TAIL
-    off = []
-    for token in allowed.tolist():
-        trials = int((original != token).sum())
-        lo, hi = binomial_range(trials, 1.0 / (len(allowed) - 1), tail)
-        count = int((drawn == token).sum())
-        if not lo <= count <= hi:
-            off.append((token, count))
-    never = [token for token, count in off if count == 0]
-    assert not off, (
-        f"of {len(drawn)} random replacements, {len(off)} of the {len(allowed)} allowed ids come up far too "
-        f"often or too rarely" + (f"; {len(never)} never come up (e.g. ids {never[:5]})" if never else "")
-        + f"; the most frequent: {sorted(off, key=lambda t: -t[1])[:3]} (id, count)")
+    assert_uniform_replacements(ids, ~special, inputs, SMALL_VOCAB)
 
 
 @pytest.mark.check(cell="mask_tokens_checks", points=1.0,
@@ -406,9 +349,8 @@ def test_loss_is_a_0dim_tensor(student):
     gradient = grads[0]
     assert gradient is not None and bool(torch.isfinite(gradient).all()), (
         "backpropagating the loss gives the logits no finite gradient")
-    selected = labels != IGNORE
-    assert bool((gradient[~selected] == 0).all()) and bool((gradient[selected] != 0).any()), (
-        "the loss's gradient does not reach exactly the logits of the selected positions")
+    assert bool((gradient[labels != IGNORE] != 0).any()), (
+        "backpropagating the loss gives the logits of the selected positions no gradient")
 
 
 # ----------------------------------------------------------------------------- concept questions

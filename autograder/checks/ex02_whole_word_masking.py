@@ -21,25 +21,32 @@ import pytest
 import torch
 from _common import (
     CLS,
+    DEFAULTS,
     IGNORE,
     MASK,
     PAD,
     SEP,
-    SLACK,
     SMALL_VOCAB,
-    SPECIAL,
     TAIL,
     VOCAB,
     allowed_ids,
+    assert_inputs_not_modified,
     assert_masking,
+    assert_no_special_replacements,
+    assert_specials_untouched,
+    assert_two_int64_tensors,
+    assert_uniform_replacements,
     binomial_range,
+    call_masking,
+    call_with_own_defaults,
     hoeffding_margin,
+    kept_share_ok,
+    mask_share_ok,
     percent,
-    rate_ok,
+    random_share_ok,
     unpack,
 )
 
-DEFAULTS = {"select_prob": 0.15, "mask_prob": 0.8, "random_prob": 0.1}
 LONGEST_WORD = 4
 
 
@@ -61,13 +68,9 @@ def make_rows(rows: int, seed: int, vocab: int = VOCAB, max_pieces: int = LONGES
     return torch.from_numpy(ids), torch.from_numpy(word_ids)
 
 
-def call_wwm(student, ids, word_ids, seed=0, generator=None, vocab_size=VOCAB, **probs):
-    probs = {**DEFAULTS, **probs}
-    result = student.call(
-        "whole_word_mask", ids, word_ids, mask_token_id=MASK, vocab_size=vocab_size, special_ids=SPECIAL,
-        generator=generator if generator is not None else student.generator(seed), **probs,
-    )
-    return unpack(result, "whole_word_mask", ids.shape)
+def call_wwm(student, ids, word_ids, **options):
+    """(inputs, labels) of the student's whole_word_mask (options: seed, generator, vocab_size, probabilities)."""
+    return call_masking(student, "whole_word_mask", ids, word_ids, **options)
 
 
 def per_word(ids, word_ids, inputs, labels):
@@ -103,13 +106,13 @@ def treatments(ids, word_ids, inputs, labels) -> dict[str, int]:
     selected = table[table[:, 2] > 0]
     masked = int((selected[:, 3] == selected[:, 1]).sum())
     kept = int((selected[:, 4] == selected[:, 1]).sum())
-    return {"words": len(selected), "masked": masked, "kept": kept, "random": len(selected) - masked - kept}
+    return {"selected": len(selected), "masked": masked, "kept": kept, "random": len(selected) - masked - kept}
 
 
 def shown(c: dict[str, int]) -> str:
-    return (f"of {c['words']} selected words, {c['masked']} show [MASK] ({percent(c['masked'], c['words'])}), "
-            f"{c['random']} random ids ({percent(c['random'], c['words'])}), {c['kept']} their own ids "
-            f"({percent(c['kept'], c['words'])})")
+    return (f"of {c['selected']} selected words, {c['masked']} show [MASK] ({percent(c['masked'], c['selected'])}), "
+            f"{c['random']} random ids ({percent(c['random'], c['selected'])}), {c['kept']} their own ids "
+            f"({percent(c['kept'], c['selected'])})")
 
 
 def coverage_ok(word_ids, labels, select_prob) -> bool:
@@ -120,26 +123,6 @@ def coverage_ok(word_ids, labels, select_prob) -> bool:
     return bool(((covered <= k) & (covered >= k - (LONGEST_WORD - 1))).all())
 
 
-def kept_unlabelled(c, probs) -> bool:
-    """The 'labels only on changed words' pattern: no kept word at all, while [MASK] and random words stand
-    in the mask_prob : random_prob proportion. The kept words lost their labels (the shares check says so);
-    the [MASK] and random shares themselves are right."""
-    share = probs["mask_prob"] / (probs["mask_prob"] + probs["random_prob"])
-    return c["kept"] == 0 and 0 < share < 1 and rate_ok(c["masked"], c["masked"] + c["random"], share)
-
-
-def mask_share_ok(c, probs) -> bool:
-    return rate_ok(c["masked"], c["words"], probs["mask_prob"]) or kept_unlabelled(c, probs)
-
-
-def random_share_ok(c, probs) -> bool:
-    return rate_ok(c["random"], c["words"], probs["random_prob"], slack=SLACK) or kept_unlabelled(c, probs)
-
-
-def kept_share_ok(c, probs) -> bool:
-    return rate_ok(c["kept"], c["words"], 1.0 - probs["mask_prob"] - probs["random_prob"], slack=SLACK)
-
-
 # ----------------------------------------------------------------------------- checks
 
 
@@ -147,11 +130,9 @@ def kept_share_ok(c, probs) -> bool:
                    feedback="whole_word_mask must return (inputs, labels): two int64 tensors shaped like input_ids")
 def test_returns_two_integer_tensors(student):
     ids, word_ids = make_rows(8, seed=1)
-    result = student.call("whole_word_mask", ids, word_ids, mask_token_id=MASK, vocab_size=VOCAB,
-                          special_ids=SPECIAL, generator=student.generator(1))
+    result = call_with_own_defaults(student, "whole_word_mask", ids, word_ids, seed=1)
     assert_masking(ids, word_ids >= 0, *unpack(result, "whole_word_mask", ids.shape))
-    dtypes = (result[0].dtype, result[1].dtype)
-    assert dtypes == (torch.long, torch.long), f"the tensors returned have dtypes {dtypes[0]} and {dtypes[1]}"
+    assert_two_int64_tensors(result)
 
 
 @pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
@@ -159,12 +140,7 @@ def test_returns_two_integer_tensors(student):
                             "or torch.where); credited once it masks")
 def test_input_tensors_not_modified(student):
     ids, word_ids = make_rows(64, seed=2)
-    ids_handle, words_handle = student.put(ids), student.put(word_ids)
-    result = student.call("whole_word_mask", ids_handle, words_handle, mask_token_id=MASK, vocab_size=VOCAB,
-                          special_ids=SPECIAL, generator=student.generator(2))
-    assert_masking(ids, word_ids >= 0, *unpack(result, "whole_word_mask", ids.shape))
-    assert torch.equal(student.get(ids_handle), ids), "input_ids was modified"
-    assert torch.equal(student.get(words_handle), word_ids), "word_ids was modified"
+    assert_inputs_not_modified(student, "whole_word_mask", ids, word_ids, word_ids >= 0, "word_ids")
 
 
 @pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
@@ -172,11 +148,7 @@ def test_input_tensors_not_modified(student):
 def test_special_positions_never_selected(student):
     ids, word_ids = make_rows(300, seed=3)
     inputs, labels = call_wwm(student, ids, word_ids, seed=3)
-    special = word_ids < 0
-    assert bool((labels[~special] != IGNORE).any()), "no position was selected at all"
-    labelled, changed = int((labels[special] != IGNORE).sum()), int((inputs[special] != ids[special]).sum())
-    assert labelled == 0 and changed == 0, (
-        f"of {int(special.sum())} positions with word id -1, {labelled} got a label and {changed} were changed")
+    assert_specials_untouched(ids, word_ids < 0, inputs, labels, "positions with word id -1")
 
 
 @pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
@@ -285,7 +257,7 @@ def test_words_taken_in_random_order(student):
 def test_word_treatment_shares(student):
     ids, word_ids = make_rows(600, seed=8)
     c = treatments(ids, word_ids, *call_wwm(student, ids, word_ids, seed=8))
-    assert c["words"] > 0, "no position was selected at all"
+    assert c["selected"] > 0, "no position was selected at all"
     note = "; no word that shows its own ids carries labels" if c["kept"] == 0 else ""
     assert mask_share_ok(c, DEFAULTS) and random_share_ok(c, DEFAULTS) and kept_share_ok(c, DEFAULTS), shown(c) + note
 
@@ -298,13 +270,7 @@ def test_random_replacements_are_never_special(student):
     # a draw over all ids (or over ids from len(special_ids) on) hits [PAD], [UNK], [CLS] or [SEP] often
     ids, word_ids = make_rows(1200, seed=9, vocab=SMALL_VOCAB)
     inputs, _ = call_wwm(student, ids, word_ids, seed=9, vocab_size=SMALL_VOCAB)
-    replaced = (word_ids >= 0) & (inputs != ids) & (inputs != MASK)
-    assert int(replaced.sum()) > 0, "no position shows a random id"
-    drawn = inputs[replaced]
-    hits = {s: int((drawn == s).sum()) for s in SPECIAL if s != MASK}
-    assert not any(hits.values()), (
-        f"of {len(drawn)} random replacements, " + ", ".join(f"{n} are id {s}" for s, n in hits.items() if n)
-        + f" (special_ids are {SPECIAL})")
+    assert_no_special_replacements(ids, word_ids >= 0, inputs)
 
 
 @pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
@@ -317,26 +283,8 @@ def test_random_replacements_are_uniform(student):
     ids, word_ids = make_rows(300, seed=16, vocab=SMALL_VOCAB)
     inputs, _ = call_wwm(student, ids, word_ids, seed=16, vocab_size=SMALL_VOCAB,
                          select_prob=0.5, mask_prob=0.0, random_prob=1.0)
+    trial = assert_uniform_replacements(ids, word_ids >= 0, inputs, SMALL_VOCAB)
     allowed = allowed_ids(SMALL_VOCAB)
-    changed = (word_ids >= 0) & (inputs != ids)
-    outside = changed & ((inputs < 0) | (inputs >= SMALL_VOCAB))
-    assert not bool(outside.any()), (
-        f"{int(outside.sum())} random replacements lie outside range(vocab_size={SMALL_VOCAB})")
-    trial = changed & torch.isin(inputs, allowed)
-    assert int(trial.sum()) > 0, "no position shows a random id"
-    drawn, original = inputs[trial], ids[trial]
-    tail = TAIL / len(allowed)
-    off = []
-    for token in allowed.tolist():
-        lo, hi = binomial_range(int((original != token).sum()), 1.0 / (len(allowed) - 1), tail)
-        count = int((drawn == token).sum())
-        if not lo <= count <= hi:
-            off.append((token, count))
-    never = [token for token, count in off if count == 0]
-    assert not off, (
-        f"of {len(drawn)} random replacements, {len(off)} of the {len(allowed)} allowed ids come up far too "
-        f"often or too rarely" + (f"; {len(never)} never come up (e.g. ids {never[:5]})" if never else "")
-        + f"; the most frequent: {sorted(off, key=lambda t: -t[1])[:3]} (id, count)")
     # first and second piece of each word, both replaced
     first = (word_ids >= 0) & (word_ids != torch.nn.functional.pad(word_ids[:, :-1], (1, 0), value=-1))
     second = torch.nn.functional.pad(first[:, :-1], (1, 0), value=False) & (

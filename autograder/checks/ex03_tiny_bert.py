@@ -24,7 +24,8 @@ import torch.nn.functional as F
 
 from bertcourse.contract import PADDING_MASK_MAX
 from bertcourse.grading import StudentError
-from bertcourse.model import Embeddings, ModelConfig, PredictionHead, SelfAttention, additive_padding_mask
+from bertcourse.model import Embeddings, MLMHead, ModelConfig, SelfAttention, extended_attention_mask
+from bertcourse.model_support import randomize_
 
 VOCAB, D_MODEL, N_HEADS, MAX_LEN, SEQ = 50, 24, 3, 16, 12
 D_HEAD = D_MODEL // N_HEADS
@@ -46,13 +47,9 @@ CONFIG = ModelConfig(
 
 
 def randomize(module: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Every parameter random: LayerNorm gains around 1, everything else around 0, std 0.2."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = torch.randn(p.shape, generator=generator) * 0.2
-            p.copy_(1.0 + noise if name.endswith("norm.weight") else noise)
-    return module.eval()
+    """Every parameter random (the package's `randomize_`: LayerNorm gains around 1, everything else around
+    0, std 0.2), seeded with `seed`, in eval mode."""
+    return randomize_(module, torch.Generator().manual_seed(seed)).eval()
 
 
 def padded_batch(seed: int, all_padding_row: bool = False):
@@ -246,7 +243,7 @@ def hidden_states(seed: int) -> torch.Tensor:
 
 def expected_attention(reference: SelfAttention, x: torch.Tensor, attention_mask: torch.Tensor | None):
     with torch.no_grad():
-        mask = None if attention_mask is None else additive_padding_mask(attention_mask, torch.float32)
+        mask = None if attention_mask is None else extended_attention_mask(attention_mask, torch.float32)
         return reference(x, mask)
 
 
@@ -408,7 +405,7 @@ def head_setup(student, seed: int, layer_norm_eps: float = 1e-12):
     """A reference head and the student's, built on an nn.Embedding living in the student's worker."""
     config = dataclasses.replace(CONFIG, layer_norm_eps=layer_norm_eps)
     embedding = torch.nn.Embedding(VOCAB, D_MODEL)
-    reference = randomize(PredictionHead(config, embedding), seed)
+    reference = randomize(MLMHead(config, embedding), seed)
     student_embedding = student.call("Embedding", VOCAB, D_MODEL)
     student.call_method(student_embedding, "load_state_dict", {"weight": embedding.weight.detach().clone()})
     head = student.call("MLMHead", student_embedding, layer_norm_eps=layer_norm_eps)

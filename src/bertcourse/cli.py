@@ -46,7 +46,8 @@ def _add_common_data_arguments(parser: argparse.ArgumentParser) -> None:
         help="where to load data from; auto = local folder if given, else the hub, else a small "
         "synthetic sample with a notice (default: auto)",
     )
-    parser.add_argument("--profile", default="cpu", help="hardware profile from course.yml (default: cpu)")
+    parser.add_argument("--profile", help="hardware profile from course.yml (default: $BERTCOURSE_PROFILE, "
+                        "else gpu when CUDA is available, else cpu-quick)")
 
 
 def _add_data(subparsers: argparse._SubParsersAction) -> None:
@@ -71,7 +72,7 @@ def _add_release(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
     parser.add_argument("--db-url", help="gradebook database URL (default: from autograder/nbgrader_config.py)")
-    parser.set_defaults(handler=_runs("bertcourse.grading.release", "release_command"))
+    parser.set_defaults(handler=_runs("bertcourse.authoring.release", "release_command"))
 
 
 def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
@@ -113,7 +114,7 @@ def _add_check(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--only", action="append", metavar="ID", help="only this exercise or lesson (repeatable)")
     parser.add_argument("--skip-lessons", action="store_true", help="do not execute the lesson notebooks")
     parser.add_argument("--lesson-timeout", type=float, default=600, help="seconds per lesson cell (default: 600)")
-    parser.set_defaults(handler=_runs("bertcourse.grading.health", "check_command"))
+    parser.set_defaults(handler=_runs("bertcourse.authoring.health", "check_command"))
 
 
 def _add_grade(subparsers: argparse._SubParsersAction) -> None:

@@ -18,9 +18,13 @@ from typing import Any
 
 import yaml
 
+from bertcourse.config import MaskingProbs, ModelConfig
 from bertcourse.errors import BertcourseError
 
 MANIFEST_NAME = "course.yml"
+PROFILE_VARIABLE = "BERTCOURSE_PROFILE"
+QUICK_PROFILE = "cpu-quick"  # seconds-long runs: tests, CI, and every run that only checks that code works
+GPU_PROFILE = "gpu"
 
 
 class CourseError(BertcourseError):
@@ -60,16 +64,6 @@ class CorpusSpec:
 
 
 @dataclass(frozen=True)
-class ModelSpec:
-    n_layers: int
-    d_model: int
-    n_heads: int
-    d_ff: int
-    max_seq_len: int
-    dropout: float = 0.1
-
-
-@dataclass(frozen=True)
 class PretrainSpec:
     batch_size: int
     max_steps: int
@@ -86,15 +80,8 @@ class Profile:
     name: str
     description: str
     vocab_size: int
-    model: ModelSpec
+    model: ModelConfig  # the profile's BERT; `model.for_arch("gpt")` is its parameter-matched GPT
     pretrain: PretrainSpec
-
-
-@dataclass(frozen=True)
-class MaskingSpec:
-    select_prob: float = 0.15
-    mask_prob: float = 0.8
-    random_prob: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -130,7 +117,7 @@ class Course:
     datasets: dict[str, DatasetSpec]
     corpus: CorpusSpec
     profiles: dict[str, Profile]
-    masking: MaskingSpec
+    masking: MaskingProbs
     lessons: list[Lesson] = field(default_factory=list)
     exercises: list[Exercise] = field(default_factory=list)
 
@@ -215,7 +202,10 @@ class _Parser:
                 values[name] = self.parse(mapping[name][1], hints[name], f"{where}.{name}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise self.error(node, f"missing key {name!r} in {where}")
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ValueError as exc:  # the class's own validation, e.g. ModelConfig's heads dividing the width
+            raise self.error(node, f"{where}: {exc}") from exc
 
     def scalar(self, node: yaml.Node, annotation: Any, where: str) -> Any:
         if not isinstance(node, yaml.ScalarNode):
@@ -249,7 +239,7 @@ def parse_course(text: str, root: Path, source: str = MANIFEST_NAME, check_files
             raise parser.error(node, f"missing top-level key {key!r}")
 
     profiles = {
-        name: parser.parse_dataclass(value, Profile, f"profiles.{name}", name=name)
+        name: _parse_profile(parser, value, name)
         for name, (_, value) in parser.mapping(top["profiles"][1], "profiles").items()
     }
     hints = typing.get_type_hints(Course)
@@ -259,12 +249,32 @@ def parse_course(text: str, root: Path, source: str = MANIFEST_NAME, check_files
         datasets=parser.parse(top["datasets"][1], hints["datasets"], "datasets"),
         corpus=parser.parse(top["corpus"][1], CorpusSpec, "corpus"),
         profiles=profiles,
-        masking=parser.parse(top["masking"][1], MaskingSpec, "masking") if "masking" in top else MaskingSpec(),
+        masking=parser.parse(top["masking"][1], MaskingProbs, "masking") if "masking" in top else MaskingProbs(),
         lessons=parser.parse(top["lessons"][1], hints["lessons"], "lessons") if "lessons" in top else [],
         exercises=parser.parse(top["exercises"][1], hints["exercises"], "exercises") if "exercises" in top else [],
     )
     _validate(course, top, parser, check_files)
     return course
+
+
+# Spelled out in every profile's `model:`, although ModelConfig has defaults: a default would hide a typo.
+_PROFILE_SHAPE = ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len")
+
+
+def _parse_profile(parser: _Parser, node: yaml.Node, name: str) -> Profile:
+    """A hardware profile. Its `model:` gives the BERT's shape; the vocabulary size is the profile's own
+    `vocab_size`, and the GPT twin is derived from the BERT (`ModelConfig.for_arch`)."""
+    where = f"profiles.{name}"
+    profile = parser.parse_dataclass(node, Profile, where, name=name)
+    model_node = parser.mapping(node, where)["model"][1]
+    keys = parser.mapping(model_node, f"{where}.model")
+    for key, why in (("vocab_size", f"it is {where}.vocab_size"), ("arch", "a profile's model is the BERT")):
+        if key in keys:
+            raise parser.error(keys[key][0], f"{key!r} does not belong in {where}.model: {why}")
+    for key in _PROFILE_SHAPE:
+        if key not in keys:
+            raise parser.error(model_node, f"missing key {key!r} in {where}.model")
+    return dataclasses.replace(profile, model=dataclasses.replace(profile.model, vocab_size=profile.vocab_size))
 
 
 def _item_nodes(top: dict, key: str) -> list[yaml.Node]:
@@ -290,9 +300,6 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
     m = course.masking
     if not (0 < m.select_prob < 1 and 0 <= m.mask_prob and 0 <= m.random_prob and m.mask_prob + m.random_prob <= 1):
         raise parser.error(top["masking"][1], "masking probabilities must lie in [0, 1] with mask + random <= 1")
-    for profile, (_, node) in zip(course.profiles.values(), parser.mapping(top["profiles"][1], "").values()):
-        if profile.model.d_model % profile.model.n_heads:
-            raise parser.error(node, f"profiles.{profile.name}: d_model must be divisible by n_heads")
     if not check_files:
         return
     for key, attribute, prefix in _REQUIRED_FILES:
@@ -348,3 +355,29 @@ def load_course(root: str | Path | None = None, check_files: bool | None = None)
     if check_files is None:
         check_files = (folder / "solutions").is_dir()
     return _load_cached(folder, path.stat().st_mtime_ns, check_files)
+
+
+# ----------------------------------------------------------------------------- choosing the profile
+
+
+def resolve_profile(name: str | None = None, course: Course | None = None, *, use_gpu: bool = True) -> str:
+    """The hardware profile to run with: the one rule for every command, notebook and the grader.
+
+    `name` when given (a command's --profile), else $BERTCOURSE_PROFILE, else `gpu` where CUDA is
+    available, else `cpu-quick`. The grader and `bertcourse check` pass `use_gpu=False`: they run
+    notebooks to check them, not to train, so they take the quick profile on any machine. The result is
+    checked against course.yml, so that a typo fails at once with the profiles there are.
+    """
+    course = course or load_course()
+    chosen = name or os.environ.get(PROFILE_VARIABLE)
+    if not chosen:
+        chosen = GPU_PROFILE if use_gpu and _cuda_available() else QUICK_PROFILE
+    return course.profile(chosen).name
+
+
+def _cuda_available() -> bool:
+    # torch is imported only here, when the choice depends on it: loading course.yml must stay light
+    # (the grader's parent process and `bertcourse --help` never import torch)
+    import torch
+
+    return torch.cuda.is_available()

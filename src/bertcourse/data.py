@@ -28,10 +28,9 @@ import datasets
 
 from bertcourse.course import Course, load_course
 from bertcourse.errors import BertcourseError
-from bertcourse.folders import content_files
+from bertcourse.folders import cache_dir, content_files
 
 DATA_ENV = "BERTCOURSE_DATA"
-CACHE_ENV = "BERTCOURSE_CACHE"
 SOURCES = ("auto", "local", "hub", "synthetic")
 SST2_EXTENSIONS = (".tsv", ".parquet", ".jsonl")
 
@@ -40,13 +39,6 @@ datasets.disable_progress_bars()  # the course shows its own progress; datasets'
 
 class DataError(BertcourseError):
     """A data source that is missing or malformed."""
-
-
-def cache_dir() -> Path:
-    """Where prepared data and tokenizers are cached: $BERTCOURSE_CACHE or ~/.cache/bertcourse."""
-    path = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "bertcourse").expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 # ----------------------------------------------------------------------------- choosing the source

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from bertcourse.course import load_course
+from transformers import AutoTokenizer
+
+from bertcourse.course import load_course, resolve_profile
 from bertcourse.data import column, load_corpus, load_sst2
 from bertcourse.tokenizer import load_tokenizer
 
@@ -26,11 +28,14 @@ def length_stats(lengths: list[int]) -> str:
 
 def data_command(args: argparse.Namespace) -> int:
     course = load_course()
-    profile = course.profile(args.profile)
+    profile = course.profile(resolve_profile(args.profile, course))
     print(f"profile {profile.name}: vocabulary {profile.vocab_size}, sequences up to {profile.model.max_seq_len}")
     splits = {split: load_sst2(split, args.data_dir, args.source, course) for split in ("train", "validation")}
     corpus = load_corpus(course, args.data_dir, args.source)
-    tokenizer = load_tokenizer(profile.name, corpus=corpus, name=args.tokenizer)
+    if args.tokenizer:
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    else:
+        tokenizer = load_tokenizer(corpus, profile.vocab_size, profile.model.max_seq_len)
 
     print(f"\nSST-2 ({course.datasets['sst2'].description})")
     for split, dataset in splits.items():

@@ -1,4 +1,5 @@
-"""Which files in a course folder are content: the one rule for every place the course scans folders.
+"""Folders: which files in a course folder are content (the one rule for every place the course scans
+folders), and where the course caches what it prepares.
 
 Editors and operating systems leave files next to a notebook: JupyterLab's `.ipynb_checkpoints/`
 (a stale copy of every notebook opened), Python's `__pycache__/`, macOS's `.DS_Store` and `._*`
@@ -13,6 +14,14 @@ import os
 from pathlib import Path
 
 _ARTEFACT_NAMES = frozenset({"__pycache__", "Thumbs.db", "desktop.ini"})
+CACHE_ENV = "BERTCOURSE_CACHE"
+
+
+def cache_dir() -> Path:
+    """Where prepared data, tokenizers and token ids are cached: $BERTCOURSE_CACHE or ~/.cache/bertcourse."""
+    path = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "bertcourse").expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def is_artefact(name: str) -> bool:

@@ -22,7 +22,8 @@ Conventions shared by every function here:
   `at_least_one=True` (the default) such a sequence gets one position chosen uniformly among its
   non-special positions instead. On 128-token sequences this almost never happens (0.85^126 ~ 1e-9); on
   a 10-token sentence it happens 20% of the time and raises the selected rate a little above 15%.
-- probabilities default to the `masking:` section of course.yml.
+- probabilities default to BERT's recipe (`MaskingProbs`); the commands pass course.yml's `masking:`
+  section (`course.masking`), and a test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bertcourse.config import MaskingProbs
 from bertcourse.errors import BertcourseError
 
 IGNORE_INDEX = -100  # the label of positions outside the loss; torch's CrossEntropyLoss default
@@ -46,24 +48,14 @@ class MaskingError(BertcourseError, ValueError):
     """Inputs to a masking function that cannot be masked as asked (wrong shape, dtype, probability)."""
 
 
-@dataclass(frozen=True)
-class MaskingProbs:
-    """The three probabilities of the BERT recipe."""
-
-    select_prob: float
-    mask_prob: float
-    random_prob: float
-
-
 def masking_probs(
     select_prob: float | None = None, mask_prob: float | None = None, random_prob: float | None = None
 ) -> MaskingProbs:
-    """The given probabilities, the missing ones taken from course.yml (`masking:`), validated."""
-    if None in (select_prob, mask_prob, random_prob):
-        spec = _course_masking()
-        select_prob = spec.select_prob if select_prob is None else select_prob
-        mask_prob = spec.mask_prob if mask_prob is None else mask_prob
-        random_prob = spec.random_prob if random_prob is None else random_prob
+    """The given probabilities, the missing ones BERT's (`MaskingProbs()`), validated."""
+    recipe = MaskingProbs()
+    select_prob = recipe.select_prob if select_prob is None else select_prob
+    mask_prob = recipe.mask_prob if mask_prob is None else mask_prob
+    random_prob = recipe.random_prob if random_prob is None else random_prob
     probs = MaskingProbs(float(select_prob), float(mask_prob), float(random_prob))
     if not 0 < probs.select_prob <= 1:
         raise MaskingError(f"select_prob must lie in (0, 1], got {probs.select_prob}")
@@ -73,18 +65,6 @@ def masking_probs(
             "must be >= 0 and sum to <= 1"
         )
     return probs
-
-
-def _course_masking():
-    """course.yml's masking section; its dataclass defaults where no course folder can be found."""
-    from bertcourse.course import CourseError, MaskingSpec, load_course
-
-    try:
-        return load_course().masking
-    except CourseError as exc:
-        if "no course.yml found" in str(exc):  # outside a course checkout: the same documented defaults
-            return MaskingSpec()
-        raise
 
 
 # ----------------------------------------------------------------------------- token-level masking

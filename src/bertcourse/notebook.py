@@ -4,30 +4,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-PROFILE_VARIABLE = "BERTCOURSE_PROFILE"
+from bertcourse.course import resolve_profile
 
 
-def pick_profile(default_cpu: str = "cpu") -> str:
-    """The hardware profile a notebook runs with.
+def pick_profile(name: str | None = None) -> str:
+    """The hardware profile a notebook runs with, by the rule of every command (`course.resolve_profile`).
 
-    $BERTCOURSE_PROFILE wins (CI sets it to `cpu-quick`); otherwise `gpu` where CUDA is available
-    (Colab), else `cpu`. The name is checked against course.yml so a typo fails at the top of the
-    notebook rather than half-way through a training run.
+    `name` if given, else $BERTCOURSE_PROFILE (CI sets it to `cpu-quick`; `cpu` gives a laptop's
+    ten-minute runs), else `gpu` where CUDA is available (Colab), else `cpu-quick`. The name is checked
+    against course.yml so a typo fails at the top of the notebook rather than half-way through a
+    training run.
     """
-    from bertcourse.course import load_course
-
-    name = os.environ.get(PROFILE_VARIABLE)
-    if not name:
-        import torch
-
-        name = "gpu" if torch.cuda.is_available() else default_cpu
-    load_course().profile(name)
-    print(f"bertcourse profile: {name}")
-    return name
+    chosen = resolve_profile(name)
+    print(f"bertcourse profile: {chosen}")
+    return chosen
 
 
 def colab_url(path: str, repository: str | None = None, branch: str | None = None) -> str:
@@ -119,15 +114,27 @@ def write_setup_cells(root: str | Path | None = None) -> list[Path]:
     return changed
 
 
+def lesson_number(notebook: str) -> int:
+    """A lesson's number, from its file name's prefix (`lessons/05_evaluation_design.ipynb` -> 5).
+
+    Not its position in course.yml: lessons land out of order (lesson 4 may come after lesson 5), and the
+    number students see must stay the one the notebook itself carries.
+    """
+    match = re.match(r"(\d+)_", PurePosixPath(notebook).name)
+    if match is None:
+        raise ValueError(f"lesson notebook {notebook!r} has no number prefix such as '05_'")
+    return int(match.group(1))
+
+
 def contents_table() -> str:
     """The README's table of lessons and exercises, generated from course.yml (tests keep them equal)."""
     from bertcourse.course import load_course
 
     course = load_course()
     rows = ["| # | notebook | what it teaches | open |", "|---|---|---|---|"]
-    for number, lesson in enumerate(course.lessons):
-        rows.append(f"| lesson {number} | [{lesson.title}]({lesson.notebook}) | {lesson.teaches} | "
-                    f"{colab_badge(lesson.notebook)} |")
+    for lesson in course.lessons:
+        rows.append(f"| lesson {lesson_number(lesson.notebook)} | [{lesson.title}]({lesson.notebook}) | "
+                    f"{lesson.teaches} | {colab_badge(lesson.notebook)} |")
     for exercise in course.exercises:
         path = f"exercises/{exercise.notebook}"
         rows.append(f"| exercise `{exercise.id}` | [{exercise.title}]({path}) | {exercise.points:g} points, "

@@ -18,18 +18,26 @@ import os
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from pathlib import Path
+from typing import Protocol
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tqdm.auto import tqdm
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast
 
-from bertcourse.course import load_course
-from bertcourse.data import Corpus, cache_dir, load_corpus
+from bertcourse.folders import cache_dir
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, in this order
 CONTINUATION = "##"
 ALGORITHM_VERSION = 2  # bump when the training procedure changes, so caches are not reused
+
+
+class CorpusLike(Protocol):
+    """What the tokenizer needs of a corpus (`bertcourse.data.Corpus` is one): its training sentences,
+    and a fingerprint of them for the cache key."""
+
+    train: list[str]
+
+    def fingerprint(self) -> str: ...
 
 
 def _normalizer() -> normalizers.Normalizer:
@@ -148,31 +156,22 @@ def train_tokenizer(sentences: list[str], vocab_size: int, model_max_length: int
                            model_max_length)
 
 
-def _cache_key(corpus: Corpus, vocab_size: int, model_max_length: int) -> str:
+def _cache_key(corpus: CorpusLike, vocab_size: int, model_max_length: int) -> str:
     settings = json.dumps([ALGORITHM_VERSION, vocab_size, model_max_length, corpus.fingerprint()])
     return hashlib.sha256(settings.encode()).hexdigest()[:16]
 
 
-def load_tokenizer(
-    profile: str = "cpu",
-    data_dir: str | Path | None = None,
-    source: str = "auto",
-    name: str | None = None,
-    corpus: Corpus | None = None,
-    progress: bool = True,
-) -> PreTrainedTokenizerFast:
-    """The course tokenizer for a profile: trained once on the corpus, then loaded from the cache.
+def load_tokenizer(corpus: CorpusLike, vocab_size: int, model_max_length: int = 512,
+                   progress: bool = True) -> PreTrainedTokenizerFast:
+    """The course tokenizer of `corpus`: trained once, then loaded from the cache ($BERTCOURSE_CACHE).
 
-    `name` loads a hub tokenizer (e.g. "bert-base-uncased") instead, when online.
+    A course.yml profile gives the numbers: `load_tokenizer(corpus, profile.vocab_size,
+    profile.model.max_seq_len)`.
     """
-    spec = load_course().profile(profile)
-    if name:
-        return AutoTokenizer.from_pretrained(name)
-    corpus = corpus or load_corpus(data_dir=data_dir, source=source)
-    folder = cache_dir() / "tokenizers" / _cache_key(corpus, spec.vocab_size, spec.model.max_seq_len)
+    folder = cache_dir() / "tokenizers" / _cache_key(corpus, vocab_size, model_max_length)
     if (folder / "tokenizer.json").is_file():
         return PreTrainedTokenizerFast.from_pretrained(str(folder))
-    tokenizer = train_tokenizer(corpus.train, spec.vocab_size, spec.model.max_seq_len, progress)
+    tokenizer = train_tokenizer(corpus.train, vocab_size, model_max_length, progress)
     staging = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
     tokenizer.save_pretrained(str(staging))
     try:

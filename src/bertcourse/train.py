@@ -20,7 +20,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bertcourse.config import MaskingProbs
 from bertcourse.errors import BertcourseError
 from bertcourse.model import GPT, IGNORE_INDEX, BertForMLM, ModelConfig, build_model, describe
 
@@ -51,7 +52,7 @@ class PretrainOptions:
     """What `bertcourse pretrain` can change; the rest comes from the course.yml profile."""
 
     arch: str = "bert"  # "bert" (masked LM) or "gpt" (next-token LM)
-    profile: str = "cpu"
+    profile: str | None = None  # None: $BERTCOURSE_PROFILE, else gpu with CUDA, else cpu-quick (resolve_profile)
     out_dir: str | Path = "runs/pretrain"
     data_dir: str | Path | None = None
     source: str = "auto"
@@ -183,9 +184,11 @@ def _pad(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:
 
 
 def make_batch(
-    data: PackedData, indices: Sequence[int], arch: str, tokenizer: Any, generator: torch.Generator
+    data: PackedData, indices: Sequence[int], arch: str, tokenizer: Any, generator: torch.Generator,
+    masking: MaskingProbs | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The rows `indices` as a padded batch: masked fresh for BERT, with next-token labels for GPT."""
+    """The rows `indices` as a padded batch: masked fresh for BERT (`masking`: default BERT's recipe),
+    with next-token labels for GPT."""
     from bertcourse.masking import collate_for_mlm, pad_batch
 
     rows = [data.blocks[i] for i in indices]
@@ -193,7 +196,7 @@ def make_batch(
         input_ids, attention_mask = pad_batch(rows, tokenizer.pad_token_id)
         labels = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-    batch = collate_for_mlm(rows, tokenizer, generator=generator)
+    batch = collate_for_mlm(rows, tokenizer, generator=generator, **asdict(masking or MaskingProbs()))
     batch["token_type_ids"] = _pad([data.segments[i] for i in indices], 0)
     return batch
 
@@ -207,11 +210,12 @@ def batch_indices(step: int, n_blocks: int, batch_size: int, seed: int) -> list[
     return order[index * batch_size : (index + 1) * batch_size].tolist()
 
 
-def eval_batches(data: PackedData, arch: str, tokenizer: Any, batch_size: int = 64) -> list[dict[str, torch.Tensor]]:
+def eval_batches(data: PackedData, arch: str, tokenizer: Any, batch_size: int = 64,
+                 masking: MaskingProbs | None = None) -> list[dict[str, torch.Tensor]]:
     """The held-out set as batches with masks drawn once from a fixed seed."""
     generator = torch.Generator().manual_seed(EVAL_MASK_SEED)
     return [
-        make_batch(data, range(start, min(start + batch_size, len(data))), arch, tokenizer, generator)
+        make_batch(data, range(start, min(start + batch_size, len(data))), arch, tokenizer, generator, masking)
         for start in range(0, len(data), batch_size)
     ]
 
@@ -327,6 +331,7 @@ def check_compatible(path: Path, saved: dict, expected: dict) -> None:
     for key, value in expected.items():
         theirs = saved.get(key)
         if key == "model_config" and isinstance(theirs, dict):
+            theirs = _as_current_config(theirs)
             differences += [
                 f"model {k}: checkpoint {theirs.get(k)!r}, this run {v!r}"
                 for k, v in value.items()
@@ -338,10 +343,18 @@ def check_compatible(path: Path, saved: dict, expected: dict) -> None:
         raise CheckpointError(f"{path} does not match this run: " + "; ".join(differences))
 
 
+def _as_current_config(saved: dict) -> dict:
+    """A saved model config in today's fields (one saved before `arch` replaced `causal` resumes too)."""
+    try:
+        return ModelConfig.from_dict(saved).to_dict()
+    except (TypeError, ValueError):  # not a config this version can build: compared as it is
+        return saved
+
+
 def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertForMLM | GPT, Any]:
     """The model and tokenizer saved in a pretraining checkpoint (for fine-tuning and lessons)."""
     state = load_checkpoint(path)
-    config = ModelConfig(**state["settings"]["model_config"])
+    config = ModelConfig.from_dict(state["settings"]["model_config"])
     model = build_model(config)
     model.load_state_dict(state["model"])
     return model.to(device).eval(), _tokenizer_from_json(state["tokenizer"])
@@ -392,12 +405,13 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     """
     from tqdm.auto import tqdm
 
-    from bertcourse.course import load_course
+    from bertcourse.course import load_course, resolve_profile
 
     options = options or PretrainOptions()
     if options.arch not in ("bert", "gpt"):
         raise BertcourseError(f"unknown --arch {options.arch!r}; choose bert or gpt")
     course = load_course()
+    options = replace(options, profile=resolve_profile(options.profile, course))
     profile = course.profile(options.profile)
     spec = profile.pretrain
     max_steps = options.max_steps or spec.max_steps
@@ -422,10 +436,8 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     if tokenizer is None:
         from bertcourse.tokenizer import load_tokenizer
 
-        tokenizer = load_tokenizer(options.profile, corpus=corpus)
-    config = ModelConfig.from_profile(
-        options.profile, options.arch, course=course, **{"vocab_size": len(tokenizer), **options.model_overrides}
-    )
+        tokenizer = load_tokenizer(corpus, profile.vocab_size, profile.model.max_seq_len)
+    config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
     settings = _settings(options, config, spec, max_steps)
     if saved is not None:
         check_compatible(checkpoint_path, saved["settings"], settings)
@@ -439,7 +451,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     n_sentences = len(train_ids)
     train_data = pack_sentences(train_ids, **pack)
     heldout_data = pack_sentences(tokenize_sentences(tokenizer, corpus.heldout), **pack)
-    heldout = eval_batches(heldout_data, options.arch, tokenizer)
+    heldout = eval_batches(heldout_data, options.arch, tokenizer, masking=course.masking)
     if len(train_data) < spec.batch_size:
         raise BertcourseError(f"the corpus fills only {len(train_data)} blocks, fewer than one batch")
 
@@ -487,7 +499,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
 
     other = "gpt" if options.arch == "bert" else "bert"
     with torch.device("meta"):  # only to count its parameters: no memory, no random draws
-        twin = build_model(ModelConfig.from_profile(options.profile, other, course=course, vocab_size=len(tokenizer)))
+        twin = build_model(profile.model.for_arch(other, vocab_size=len(tokenizer)))
     print(f"{describe(model)} (its {other} counterpart: {sum(p.numel() for p in twin.parameters()):,})")
     print(
         f"pretraining {options.arch} on {device}: {n_sentences:,} sentences packed into {len(train_data):,} "
@@ -500,7 +512,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     while step < max_steps:
         step += 1
         indices = batch_indices(step, len(train_data), spec.batch_size, options.seed)
-        batch = make_batch(train_data, indices, options.arch, tokenizer, masking_generator)
+        batch = make_batch(train_data, indices, options.arch, tokenizer, masking_generator, course.masking)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         with torch.autocast(device.type, dtype=amp_dtype, enabled=use_autocast):
             loss = forward(**batch).loss
@@ -608,10 +620,13 @@ __all__ = [
 
 def pretrain_command(args: Any) -> int:
     """`bertcourse pretrain`: run (or resume) pretraining and print where the results went."""
-    out = args.out or f"runs/pretrain-{args.arch}-{args.profile}"
+    from bertcourse.course import resolve_profile
+
+    profile = resolve_profile(args.profile)
+    out = args.out or f"runs/pretrain-{args.arch}-{profile}"
     options = PretrainOptions(
         arch=args.arch,
-        profile=args.profile,
+        profile=profile,
         out_dir=out,
         data_dir=args.data_dir,
         source=args.source,

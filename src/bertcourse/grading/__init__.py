@@ -1,8 +1,11 @@
 """Autograding that a submission cannot fool: student code runs in a sandboxed worker process, the
-hidden checks run in a separate judge process and see only data. See `engine` for the public API.
+hidden checks run in a separate judge process and see only data. See `engine` for the public API and
+for the map of the engine's modules; the batch front end (`bertcourse autograde`) is batch.py with
+layout.py, lanes.py, records.py, feedback.py and gradebook.py. The authoring tools (release, course
+check, check proofs) live apart, in `bertcourse.authoring`, and use this package, never the reverse.
 
-Names are imported lazily, so `import bertcourse.grading.<module>` (the worker, the release tools)
-does not pull in pytest or the engine.
+Names are imported lazily, so `import bertcourse.grading.<module>` (the zygote, the worker) does not
+pull in pytest or the engine.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "CheckInfo": "engine", "Grader": "engine", "GradingError": "engine", "grade_notebook": "engine",
-    "infer_exercise": "engine",
-    "NotData": "judge", "Student": "judge", "StudentError": "judge", "StudentMissing": "judge", "WorkerLost": "judge",
+    "Grader": "engine", "grade_notebook": "engine",
+    "CheckInfo": "exercises", "GradingError": "exercises", "infer_exercise": "exercises",
+    "NotData": "student", "Student": "student", "StudentError": "student", "StudentMissing": "student",
+    "WorkerLost": "student",
     "Remote": "protocol",
     "CellRecord": "results", "CheckResult": "results", "Note": "results", "NotebookResult": "results",
     "PartScore": "results",

@@ -11,6 +11,9 @@ student-safe fields (name made readable, `feedback`, `message`) are printed, nev
 A handwritten stylesheet keeps a page to a few kilobytes (nbconvert's lab template inlined ~280 KB
 of CSS); a Content-Security-Policy forbids scripts and every network load, so a submission's markdown
 can neither run code nor phone home from the page.
+
+matplotlib, nbconvert, nbformat and nbgrader load slowly: they are imported when first needed, and
+`warm_up` loads them in a batch's parent before its grading lanes fork, so that the lanes share them.
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ import html
 import io
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pygments import lex
+from pygments.lexers import PythonLexer
+from pygments.token import STANDARD_TYPES
+
+from bertcourse.grading.atomic import write_atomic
+from bertcourse.grading.records import Record
 from bertcourse.grading.report import check_label, shared_messages
-
-if TYPE_CHECKING:
-    from bertcourse.grading.batch import Record
 
 FEEDBACK_NAME = "feedback.html"
 OUTPUT_SHOW_CHARS = 2000  # of what a cell printed when graded (the worker keeps about as much)
@@ -65,7 +71,8 @@ def warm_up() -> None:
     from nbgrader.preprocessors import ClearHiddenTests  # noqa: F401
 
 
-def _e(text: object) -> str:
+def _escape(text: object) -> str:
+    """`text` safe to put in HTML (a submission's text never becomes markup)."""
     return html.escape(str(text))
 
 
@@ -85,12 +92,12 @@ def math_html(tex: str, display: bool) -> str:
             mathtext.math_to_image(delimited, svg, format="svg", dpi=72)
     except Exception:  # mathtext's parse errors are of several kinds; unreadable TeX is shown as TeX
         delimiter = "$$" if display else "$"
-        return f'<code class="tex">{_e(delimiter + tex + delimiter)}</code>'
+        return f'<code class="tex">{_escape(delimiter + tex + delimiter)}</code>'
     text = re.sub(r"<\?xml.*?\?>|<!DOCTYPE.*?>|<metadata>.*?</metadata>", "", svg.getvalue().decode(), flags=re.S)
     text = re.sub(r">\s+<", "><", re.sub(r"\s+", " ", text)).strip()  # path data and markup keep their meaning
     data = base64.b64encode(text.encode()).decode("ascii")
     kind = "math display" if display else "math"
-    return f'<img class="{kind}" alt="{_e(tex.strip())}" src="data:image/svg+xml;base64,{data}">'
+    return f'<img class="{kind}" alt="{_escape(tex.strip())}" src="data:image/svg+xml;base64,{data}">'
 
 
 def _markdown_renderer() -> Any:
@@ -111,7 +118,7 @@ def _markdown_renderer() -> Any:
                 return math_html(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
 
             def multiline_math(self, text: str) -> str:
-                return _e(text)
+                return _escape(text)
 
             def image(self, text: str, url: str, title: str | None = None) -> str:
                 if url.startswith("attachment:"):
@@ -121,7 +128,7 @@ def _markdown_renderer() -> Any:
                         pass
                 if url.startswith("data:image/"):
                     return super().image(text, url, title)
-                return f"<span>[image: {text or _e(url)}]</span>"  # the page loads nothing from elsewhere
+                return f"<span>[image: {text or _escape(url)}]</span>"  # the page loads nothing from elsewhere
 
         _renderer = (Renderer, MarkdownWithMath)
     return _renderer
@@ -140,10 +147,6 @@ _COLOURED = ("k", "s", "c", "m", "nf", "nc", "nb", "bp", "ne", "ow")  # the toke
 def _code(source: str) -> str:
     """Python source highlighted with pygments, a span only where the stylesheet gives a colour
     (pygments' own formatter wraps every name and comma, doubling the size of a page)."""
-    from pygments import lex
-    from pygments.lexers import PythonLexer
-    from pygments.token import STANDARD_TYPES
-
     runs: list[list] = []  # [colour or None, text]: neighbours of one colour share a span
     for token, text in lex(source, PythonLexer()):
         while token not in STANDARD_TYPES:
@@ -154,7 +157,7 @@ def _code(source: str) -> str:
             runs[-1][1] += text
         else:
             runs.append([colour, text])
-    return "".join(f'<span class="{c}">{_e(t)}</span>' if c else _e(t) for c, t in runs)
+    return "".join(f'<span class="{c}">{_escape(t)}</span>' if c else _escape(t) for c, t in runs)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -170,11 +173,11 @@ def output_html(cell: dict[str, Any]) -> str:
     if len(text) > OUTPUT_SHOW_CHARS:
         text = text[:OUTPUT_SHOW_CHARS] + "\n[... output cut]"
     if text.strip():
-        parts.append(f'<div class="lbl">output when graded</div><pre>{_e(text.rstrip())}</pre>')
+        parts.append(f'<div class="lbl">output when graded</div><pre>{_escape(text.rstrip())}</pre>')
     status = cell.get("status", "ok")
     if status != "ok":
         error = f": {cell['error']}" if cell.get("error") else ""
-        parts.append(f'<div class="err">this cell {_STATUS.get(status, status)}{_e(error)}</div>')
+        parts.append(f'<div class="err">this cell {_STATUS.get(status, status)}{_escape(error)}</div>')
     return f'<div class="out">{"".join(parts)}</div>' if parts else ""
 
 
@@ -200,16 +203,16 @@ def _unconfined(record: Record) -> bool:
 def summary_html(record: Record) -> str:
     """The box at the top of the page: total, status and what went wrong."""
     rows = "".join(
-        f"<tr><td>{_e(cell)}</td><td>{record.parts.get(cell, 0.0):g} / {maximum:g}</td></tr>"
+        f"<tr><td>{_escape(cell)}</td><td>{record.parts.get(cell, 0.0):g} / {maximum:g}</td></tr>"
         for cell, maximum in record.part_max.items()
     )
-    reasons = "".join(f"<li>{_e(reason)}</li>" for reason in _said_once(list(record.reasons)))
+    reasons = "".join(f"<li>{_escape(reason)}</li>" for reason in _said_once(list(record.reasons)))
     if _unconfined(record):
         reasons += "<li>what your cells printed is not shown: the grading machine could not confine them</li>"
     return (
         f'<div class="bc-box {_box_class(record.score, record.max_score)}">'
-        f"<h2>{_e(record.exercise)}: {record.score:g} / {record.max_score:g} points</h2>"
-        f"<p>Student: {_e(record.student)}. Status: {_e(record.status)}.</p>"
+        f"<h2>{_escape(record.exercise)}: {record.score:g} / {record.max_score:g} points</h2>"
+        f"<p>Student: {_escape(record.student)}. Status: {_escape(record.status)}.</p>"
         f"<table><tr><th>part</th><th>points</th></tr>{rows}</table>"
         + (f"<p>Notes:</p><ul>{reasons}</ul>" if reasons else "")
         + "</div>"
@@ -227,19 +230,19 @@ def part_html(record: Record, cell: str) -> str:
             mark, text = '<span class="bc-pass">passed</span>', ""
         else:
             mark = '<span class="bc-fail">failed</span>'
-            text = _e(check.get("feedback", ""))
+            text = _escape(check.get("feedback", ""))
             if check.get("message") and check["message"] not in shared:
-                text += f"<br><i>{_e(check['message'])}</i>"
-        rows.append(f"<tr><td>{_e(check_label(str(check.get('name', ''))))}</td><td>{mark}</td>"
+                text += f"<br><i>{_escape(check['message'])}</i>"
+        rows.append(f"<tr><td>{_escape(check_label(str(check.get('name', ''))))}</td><td>{mark}</td>"
                     f"<td class=pts>{check.get('points', 0):g} / {check.get('max_points', 0):g}</td>"
                     f"<td>{text}</td></tr>")
     if not checks:
         rows.append("<tr><td colspan=4>not graded: see the notes at the top of the page</td></tr>")
-    why = "".join(f"<p>{n} checks failed because: <i>{_e(message)}</i></p>" for message, n in shared.items())
+    why = "".join(f"<p>{n} checks failed because: <i>{_escape(message)}</i></p>" for message, n in shared.items())
     notes = [n["message"] for n in record.result.get("notes", []) if n.get("cell") == cell]
-    notes_html = "".join(f"<li>{_e(n)}</li>" for n in _said_once(notes))
+    notes_html = "".join(f"<li>{_escape(n)}</li>" for n in _said_once(notes))
     return (
-        f'<div class="bc-box {_box_class(score, maximum)}"><b>Autograder, part <code>{_e(cell)}</code>: '
+        f'<div class="bc-box {_box_class(score, maximum)}"><b>Autograder, part <code>{_escape(cell)}</code>: '
         f"{score:g} / {maximum:g} points</b><table>{''.join(rows)}</table>{why}"
         + (f"<ul>{notes_html}</ul>" if notes_html else "")
         + "</div>"
@@ -273,7 +276,7 @@ def cell_html(cell: Any, graded: dict[str, Any] | None) -> str:
         return f'<div class="md">{_markdown(source, cell.get("attachments"))}</div>'
     if cell.get("cell_type") == "code":
         return f'<div class="code"><pre>{_code(source)}</pre></div>' + (output_html(graded) if graded else "")
-    return f'<div class="code"><pre>{_e(source)}</pre></div>'  # a raw cell, as text
+    return f'<div class="code"><pre>{_escape(source)}</pre></div>'  # a raw cell, as text
 
 
 def render_feedback(record: Record, notebook: Path | None) -> str:
@@ -296,19 +299,19 @@ def render_feedback(record: Record, notebook: Path | None) -> str:
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_e(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n<main>\n"
+        f"<title>{_escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n<main>\n"
         + "\n".join(body)
         + "\n</main>\n</body>\n</html>\n"
     )
 
 
 def write_feedback(folder: Path, record: Record, notebook: Path | None) -> Path:
-    from bertcourse.grading.batch import write_atomic
-
+    """Write the feedback page into `folder` (atomically); its path."""
     path = folder / FEEDBACK_NAME
     write_atomic(path, render_feedback(record, notebook))
     return path
 
 
 def feedback_exists(folder: Path) -> bool:
+    """Whether `folder` holds a feedback page already."""
     return (folder / FEEDBACK_NAME).is_file()

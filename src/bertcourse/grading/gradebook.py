@@ -4,6 +4,9 @@ The course's nbgrader settings live once, in `autograder/nbgrader_config.py`; ev
 file here. Grades go into nbgrader's own gradebook (`nbgrader.api.Gradebook`) so that an instructor can
 keep using nbgrader's tools (formgrader, `nbgrader export`) on grades the bertcourse autograder gave.
 Only one process writes to it (the parent of a batch), because SQLite does not like several writers.
+
+nbgrader, alembic and SQLAlchemy load slowly: they are imported inside the functions that use them,
+so that a batch forks its grading lanes before loading them (and `bertcourse grade` never does).
 """
 
 from __future__ import annotations
@@ -13,15 +16,17 @@ import functools
 import os
 import re
 import sys
+import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from traitlets.config import Config
 
-from bertcourse.course import Course
+from bertcourse.course import Course, Exercise
 from bertcourse.errors import BertcourseError
+from bertcourse.grading.exercises import SOURCE_DIR, exercise_cells
 
 CONFIG_PATH = "autograder/nbgrader_config.py"
 
@@ -46,6 +51,7 @@ def load_nbgrader_config(course: Course, **course_directory: Any) -> Config:
 
 
 def default_db_url(course: Course) -> str:
+    """The gradebook URL of the course's nbgrader configuration ($BERTCOURSE_DB_URL, else SQLite)."""
     return str(load_nbgrader_config(course).CourseDirectory.db_url)
 
 
@@ -160,3 +166,44 @@ def record_grades(
             grade.auto_score = float(cell_scores.get(grade.name, 0.0))
             grade.needs_manual_grade = False
     gradebook.db.commit()
+
+
+def generate_assignment(course: Course, exercise: Exercise, release_root: Path, db_url: str) -> Path:
+    """Run nbgrader's generate_assignment for one exercise into `release_root/<id>/`; returns that folder.
+
+    The gradebook at `db_url` gets (or updates) the assignment and its grade cells.
+    """
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+
+    source = course.path(f"{SOURCE_DIR}/{exercise.id}")
+    if not source.is_dir():
+        raise GradebookError(f"exercise {exercise.id!r}: source folder {source} does not exist")
+    config = load_nbgrader_config(course, release_directory=str(release_root), db_url=db_url)
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id = exercise.id
+    converter = GenerateAssignment(coursedir=coursedir, config=config)
+    converter.force = True
+    converter.log.setLevel("ERROR")
+    with alembic_on_path():
+        try:
+            converter.start()
+        except Exception as exc:  # nbgrader logs the reason, then raises a generic exception
+            raise GradebookError(
+                f"nbgrader could not generate the release of {exercise.id!r} from {source}: {exc}"
+            ) from exc
+    return release_root / exercise.id
+
+
+def register_exercises(course: Course, exercises: Sequence[Exercise], db_url: str) -> None:
+    """Make sure the gradebook knows each exercise and its grade cells as the source has them.
+
+    `bertcourse release` does this already; a gradebook created elsewhere (`--db-url`) or a source
+    changed since the release is brought up to date the same way, by nbgrader into a scratch folder.
+    """
+    with open_gradebook(db_url) as gradebook:
+        stale = [e for e in exercises
+                 if grade_cell_points(gradebook, e.id) != {Path(e.notebook).stem: exercise_cells(course, e)}]
+    for exercise in stale:
+        with tempfile.TemporaryDirectory(prefix="bertcourse-register-") as tmp:
+            generate_assignment(course, exercise, Path(tmp), db_url)

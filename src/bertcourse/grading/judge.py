@@ -2,10 +2,10 @@
 
 Run as `python -m bertcourse.grading.judge FD` by the engine. It imports pytest (and, once, each check
 module) and then runs one pytest session per notebook, with `JudgePlugin` providing the `student`
-fixture, the `check` marker and result collection. Every `student.*` call becomes a request to the
-engine, which relays it to the worker under the check's time and memory limits; replies are loaded
-with `torch.load(weights_only=True)` and re-checked here, so student code can send data but never
-objects or code. Scores are made only here, from the assertions of the check modules.
+fixture (student.py), the `check` marker and result collection. Every `student.*` call becomes a
+request to the engine, which relays it to the worker under the check's time and memory limits; replies
+come back as data only. Scores are made only here, from the assertions of the check modules, which
+import the helpers all exercises share (`_common.py` next to them) as `from _common import ...`.
 
 A canary check that must fail runs in every session, with a nonce from the engine: if the engine does
 not see it failed with that nonce, the checks did not really run and the grade is void.
@@ -22,156 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from _pytest.runner import runtestprotocol
 
-from bertcourse.grading.protocol import Channel, Remote, dump_values, load_values
+from bertcourse.grading.exercises import SHARED_CHECK_HELPERS
+from bertcourse.grading.protocol import Channel
+from bertcourse.grading.student import NotData, Student, StudentError, WorkerLost
 
 CANARY_NAME = "check_bertcourse_canary"
-
-
-class StudentError(Exception):
-    """The student's code raised; the check fails with the student's exception type and message."""
-
-    def __init__(self, type_name: str, message: str, student_traceback: str = ""):
-        super().__init__(f"your code raised {type_name}: {message}")
-        self.type_name = type_name
-        self.student_message = message
-        self.student_traceback = student_traceback
-
-
-class StudentMissing(StudentError):
-    """A name the check needs is not defined at the top level of the notebook."""
-
-    def __init__(self, name: str):
-        Exception.__init__(self, f"`{name}` is not defined")
-        self.type_name, self.student_message, self.student_traceback = "NameError", f"{name} is not defined", ""
-        self.name = name
-
-
-class WorkerLost(Exception):
-    """The student's process did not answer: out of time, out of memory, or crashed."""
-
-
-class NotData(Exception):
-    """The student's code gave back something that is not plain data where data was required."""
-
-
-# ----------------------------------------------------------------------------- the student API
-
-
-class Student:
-    """The `student` fixture: the notebook's top-level names, reached through the engine."""
-
-    def __init__(self, conn: Channel, limits: dict[str, Any], unavailable: str | None = None):
-        self._conn = conn
-        self._limits = limits
-        self._lost = unavailable
-
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Call the student's top-level function or class `name`; data comes back as data."""
-        return self._request({"op": "call", "name": name}, {"args": args, "kwargs": kwargs})
-
-    def call_method(self, remote: Remote, method: str, *args: Any, **kwargs: Any) -> Any:
-        return self._request({"op": "call_method", "handle": _handle(remote), "name": method},
-                             {"args": args, "kwargs": kwargs})
-
-    def getattr(self, remote: Remote, attribute: str, as_remote: bool = False) -> Any:
-        """An attribute of a worker object; `attribute` may be a dotted path ("decoder.weight.grad").
-        `as_remote=True` keeps it in the worker as a handle even when it is data (for `same`)."""
-        return self._request({"op": "getattr", "handle": _handle(remote), "name": attribute,
-                              "as_remote": bool(as_remote)})
-
-    def ref(self, name: str) -> Remote:
-        """A handle on the notebook's top-level object `name` (a function, say), e.g. for `backward`."""
-        return self._request({"op": "ref", "name": name})
-
-    def same(self, first: Remote, second: Remote) -> bool:
-        """Whether two handles stand for the very same object in the worker (`is`), e.g. a tied Parameter."""
-        return self._request({"op": "same", "handles": [_handle(first), _handle(second)]}) is True
-
-    def backward(self, remote: Remote, method: str, *args: Any, grad_outputs: Any, **kwargs: Any) -> Any:
-        """Run `remote.method(*args, **kwargs)` in the worker with autograd on and backpropagate.
-
-        Floating-point tensors among `args` become leaves that require grad. `grad_outputs` is the
-        gradient of the output: a tensor, or a tuple matching the output with None for the parts that
-        get none (`(torch.tensor(1.0), None)` for a `(loss, logits)` result). Returns the data
-        `{"output": ..., "input_grads": [the gradient of each of args, or None]}`; the gradients of the
-        worker's parameters stay in their `.grad` (read them with `getattr(module, "weight.grad")`).
-        """
-        return self._request({"op": "backward", "handle": _handle(remote), "name": method},
-                             {"args": args, "kwargs": kwargs, "grad_outputs": grad_outputs})
-
-    def generator(self, seed: int) -> Remote:
-        """A torch.Generator seeded with `seed`, living in the worker."""
-        return self._request({"op": "generator", "seed": int(seed)})
-
-    def put(self, value: Any) -> Remote:
-        return self._request({"op": "put"}, {"value": value})
-
-    def get(self, remote: Remote) -> Any:
-        return self._request({"op": "get", "handle": _handle(remote)})
-
-    def has(self, name: str) -> bool:
-        return bool(self._request({"op": "has", "name": name}))
-
-    def value(self, name: str) -> Any:
-        """A top-level variable of the notebook, as data."""
-        return self._request({"op": "value", "name": name})
-
-    def _request(self, request: dict[str, Any], payload: Any = None) -> Any:
-        if self._lost:
-            raise WorkerLost(self._lost)
-        self._conn.send({"op": "rpc", "request": request}, dump_values(payload) if payload is not None else b"")
-        reply, blob = self._conn.recv()
-        kind = reply.get("kind")
-        if kind == "data":
-            try:
-                return _plain(load_values(blob))
-            except Exception as exc:
-                raise NotData(f"your code returned something that is not plain data ({exc})") from None
-        if kind == "remote":
-            return Remote(int(reply["id"]), str(reply.get("type", "object"))[:100])
-        if kind == "student_error":
-            raise StudentError(str(reply.get("type"))[:100], str(reply.get("message"))[:1000],
-                               str(reply.get("traceback", ""))[:4000])
-        if kind == "missing":
-            raise StudentMissing(str(reply.get("name"))[:100])
-        if kind == "not_data":
-            raise NotData(str(reply.get("message"))[:300])
-        if kind == "timeout":
-            self._lost = f"your code did not finish within {self._limits['check_time_limit_s']:g} s"
-        elif kind == "memory":
-            self._lost = f"your code used more than {self._limits['memory_limit_mb']} MB of memory"
-        elif kind == "lost":
-            self._lost = str(reply.get("reason"))
-        else:
-            self._lost = "the notebook's process sent an invalid reply"
-        raise WorkerLost(self._lost)
-
-
-def _handle(remote: Any) -> int:
-    if not isinstance(remote, Remote):
-        raise TypeError(f"expected a Remote handle, got {type(remote).__name__}")
-    return remote.id
-
-
-_SCALARS = (type(None), bool, int, float, complex, str, bytes)
-
-
-def _plain(value: Any) -> Any:
-    """Accept only exact plain types (weights_only already refuses classes; this is belt and braces)."""
-    import torch
-
-    if type(value) in _SCALARS or isinstance(value, (Remote, torch.dtype, torch.device, torch.Size)):
-        return value
-    if isinstance(value, torch.Tensor):
-        return value if type(value) is torch.Tensor else value.detach().as_subclass(torch.Tensor)
-    if type(value) is list:
-        return [_plain(v) for v in value]
-    if type(value) is tuple:
-        return tuple(_plain(v) for v in value)
-    if type(value) is dict:
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    raise NotData(f"unexpected {type(value).__name__} in a reply")
 
 
 # ----------------------------------------------------------------------------- the pytest plugin
@@ -195,11 +53,13 @@ class JudgePlugin:
         self.canary: str | None = None
 
     def pytest_configure(self, config: pytest.Config) -> None:
+        """Declare the `check` marker (the judge runs with --strict-markers)."""
         config.addinivalue_line(
             "markers", "check(cell, points, feedback): a hidden check of the autograded cell `cell`, worth "
             "`points`, with one line of `feedback` shown when it fails")
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Record each check's marker (or its absence as a problem) and append the canary."""
         for item in items:
             marker = item.get_closest_marker("check")
             meta = dict(marker.kwargs) if marker else {}
@@ -218,11 +78,13 @@ class JudgePlugin:
             self.canary = canary.nodeid
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A check module that does not import is a problem of the course, reported to the engine."""
         if report.failed:
             self.problems.append(f"could not collect {report.nodeid}: {_short(report.longreprtext, 2000)}")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Ask the engine for a worker ready for this check, and seed the judge's generators from its name."""
         self.unavailable = None
         if item.nodeid in self.checks:
             self.conn.send({"op": "begin_check", "name": item.name})
@@ -230,16 +92,16 @@ class JudgePlugin:
             self.unavailable = reply.get("unavailable")
         seed = zlib.crc32(item.name.encode())
         random.seed(seed)
-        import torch
-
         torch.manual_seed(seed)
 
     @pytest.fixture
     def student(self) -> Student:
+        """The `student` fixture of every check."""
         return Student(self.conn, self.limits, self.unavailable)
 
     @pytest.fixture
     def bertcourse_canary_nonce(self) -> str:
+        """What the canary check must fail with in this session."""
         return self.nonce
 
     @pytest.hookimpl(tryfirst=True)
@@ -248,8 +110,6 @@ class JudgePlugin:
 
         pytest starts once per check module (imports, collection, assertion rewriting: ~0.3 s);
         each notebook then only runs the items again with `runtestprotocol`."""
-        from _pytest.runner import runtestprotocol
-
         while True:
             command, self.command = self.command, None
             if command is None:
@@ -272,6 +132,7 @@ class JudgePlugin:
             self.conn.send(self.done(0))
 
     def done(self, exit_code: int) -> dict[str, Any]:
+        """The `done` message: the collected checks, their results and the problems found."""
         checks = [{**meta, "nodeid": nodeid} for nodeid, meta in self.checks.items()]
         results = [{**result, "nodeid": nodeid, "canary": nodeid == self.canary}
                    for nodeid, result in self.results.items()]
@@ -280,6 +141,7 @@ class JudgePlugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        """Keep one result per check: its call, or the setup or teardown that failed or skipped it."""
         outcome = yield
         report = outcome.get_result()
         if report.when == "call" or report.failed or report.skipped:
@@ -329,7 +191,13 @@ def run_session(plugin: JudgePlugin, work_dir: str) -> int:
         # python_files stays narrow: assertion rewriting applies to modules matching it (never torch).
         ini.write_text("[pytest]\npython_files = test_*.py check_*.py\npython_functions = test_* check_*\n"
                        "python_classes = Test* Check*\n")
-    _forget_stale_module(Path(module))
+    helpers = Path(module).parent / SHARED_CHECK_HELPERS
+    # What the modules this session imports are made of: the check module's version is the engine's (it
+    # covers the shared helpers too, which the check module may have copied names from).
+    versions = {Path(module): plugin.mtime, helpers: helpers.stat().st_mtime_ns if helpers.is_file() else None}
+    _share_check_helpers(Path(module))
+    for path, version in versions.items():
+        _forget_stale_module(path, version)
     # Plugins a judge does not need; unraisableexception alone costs ~0.4 s per session (gc.collect).
     skip = ["cacheprovider", "randomly", "xdist", "unraisableexception", "threadexception", "faulthandler",
             "pastebin", "junitxml", "doctest", "legacypath", "stepwise", "lfplugin", "nose", "setuponly",
@@ -337,26 +205,46 @@ def run_session(plugin: JudgePlugin, work_dir: str) -> int:
     args = [module, "-q", *(a for name in skip for a in ("-p", f"no:{name}")),
             "-c", str(ini), "--rootdir", str(Path(module).parent), "--strict-markers", "-o", "addopts=",
             "-W", "default"]
-    return int(pytest.main(args, plugins=[plugin]))
+    exit_code = int(pytest.main(args, plugins=[plugin]))
+    for path, version in versions.items():
+        _stamp_module(path, version)
+    return exit_code
 
 
-def _forget_stale_module(path: Path) -> None:
-    """Reuse an imported check module across sessions unless it changed or another file has its name."""
+def _share_check_helpers(module: Path) -> None:
+    """Make the helpers shared by every exercise's checks (`_common.py` next to the check module)
+    importable, as `from _common import ...`, whatever pytest's import mode."""
+    if (module.parent / SHARED_CHECK_HELPERS).is_file() and str(module.parent) not in sys.path:
+        sys.path.insert(0, str(module.parent))
+
+
+def _loaded_from(path: Path) -> Any:
+    """The imported module named like `path` when it was imported from `path`, else None."""
     loaded = sys.modules.get(path.stem)
-    if loaded is None:
-        return
     file = getattr(loaded, "__file__", None)
-    stamp = getattr(loaded, "__bertcourse_mtime__", None)
-    mtime = path.stat().st_mtime_ns if path.exists() else None
-    if file is None or Path(file).resolve() != path.resolve() or (stamp is not None and stamp != mtime):
+    return loaded if file is not None and Path(file).resolve() == path.resolve() else None
+
+
+def _stamp_module(path: Path, version: int | None) -> None:
+    """Remember which version of `path` the imported module is (the version read before importing it)."""
+    loaded = _loaded_from(path)
+    if loaded is not None:
+        loaded.__bertcourse_version__ = version
+
+
+def _forget_stale_module(path: Path, version: int | None) -> None:
+    """Reuse an imported check module (or the shared helpers) across sessions only when it was imported
+    from `path` at `version`; otherwise the session imports it again."""
+    if path.stem not in sys.modules:
+        return
+    loaded = _loaded_from(path)
+    if loaded is None or getattr(loaded, "__bertcourse_version__", None) != version:
         del sys.modules[path.stem]
-    else:
-        loaded.__bertcourse_mtime__ = mtime  # type: ignore[attr-defined]
 
 
 def judge_main(fd: int) -> None:
-    import torch  # noqa: F401 - imported once here, not once per session by a check module
-
+    """Serve the engine's `collect` and `run` commands on socket `fd`, one pytest session per check module
+    (torch is imported once, at the top of this module, not once per session by a check module)."""
     conn = Channel.from_fd(fd)
     work_dir = tempfile.mkdtemp(prefix="bertcourse-judge-")
     os.chdir(work_dir)

@@ -49,12 +49,15 @@ class Channel:
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
+        """A channel over the socket whose file descriptor a parent passed."""
         return cls(socket.socket(fileno=fd))
 
     def fileno(self) -> int:
+        """The socket's file descriptor."""
         return self.sock.fileno()
 
     def send(self, header: dict[str, Any], blob: bytes = b"", timeout: float | None = None) -> None:
+        """Send one message (a JSON header and a binary blob) within `timeout` seconds."""
         payload = json.dumps(header).encode() + b"\0" + blob
         self.sock.settimeout(timeout)
         self.sock.sendall(_LENGTH.pack(len(payload)) + payload)
@@ -93,6 +96,7 @@ class Channel:
             self._buffer += chunk
 
     def close(self) -> None:
+        """Close the socket."""
         self.sock.close()
 
 

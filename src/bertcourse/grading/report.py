@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
+from bertcourse.course import load_course
+from bertcourse.grading.engine import Grader
+from bertcourse.grading.exercises import infer_exercise
 from bertcourse.grading.results import NotebookResult
+from bertcourse.grading.submission import SubmissionError, read_notebook
 
 
 def _number(value: float) -> str:
@@ -32,6 +37,7 @@ def shared_messages(messages: Iterable[str]) -> dict[str, int]:
 
 
 def format_result(result: NotebookResult, title: str = "") -> str:
+    """The report `bertcourse grade` prints: each check, hints, notes, per-part subtotals, the score."""
     lines = [f"{result.exercise}{f': {title}' if title else ''}  ({result.notebook})"]
     if result.error:
         lines.append(f"NOT GRADED: {result.error}")
@@ -57,12 +63,7 @@ def format_result(result: NotebookResult, title: str = "") -> str:
 
 
 def grade_command(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from bertcourse.course import load_course
-    from bertcourse.grading.engine import Grader, infer_exercise
-    from bertcourse.grading.submission import SubmissionError, read_notebook
-
+    """`bertcourse grade NOTEBOOK [--exercise ID]` (arguments: cli.py): exit 2 when the grade is void."""
     course = load_course(check_files=False)
     path = Path(args.notebook)
     if not path.is_file():

@@ -48,6 +48,8 @@ class Note:
 
 @dataclass
 class PartScore:
+    """The subtotal of one graded part (the checks of one autograded test cell)."""
+
     grade_id: str
     score: float
     max_score: float
@@ -55,6 +57,8 @@ class PartScore:
 
 @dataclass
 class NotebookResult:
+    """Everything grading one notebook produced (see `engine` for the fields)."""
+
     notebook: str
     exercise: str
     score: float = 0.0
@@ -72,18 +76,22 @@ class NotebookResult:
         return self.error is None
 
     def failed_checks(self) -> list[str]:
+        """The names of the checks that failed."""
         return [c.name for c in self.checks if not c.passed]
 
     def passed_checks(self) -> list[str]:
+        """The names of the checks that passed."""
         return [c.name for c in self.checks if c.passed]
 
     def check(self, name: str) -> CheckResult:
+        """The result of the check `name` (KeyError naming the checks there are)."""
         for result in self.checks:
             if result.name == name:
                 return result
         raise KeyError(f"no check named {name!r}; checks: {', '.join(c.name for c in self.checks)}")
 
     def add_note(self, kind: str, message: str, cell: str | None = None) -> None:
+        """Add a Note."""
         self.notes.append(Note(kind, message, cell))
 
     def total(self) -> None:
@@ -98,10 +106,12 @@ class NotebookResult:
         self.score = 0.0 if self.error else sum(p.score for p in parts.values())
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NotebookResult:
+        """The result `to_dict` gave."""
         data = dict(data)
         data["checks"] = [CheckResult(**c) for c in data.get("checks", [])]
         data["parts"] = {k: PartScore(**v) for k, v in data.get("parts", {}).items()}

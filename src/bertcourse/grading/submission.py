@@ -21,22 +21,28 @@ class SubmissionError(BertcourseError):
 
 @dataclass
 class CodeCell:
+    """One code cell of a submitted notebook."""
+
     index: int  # position among all cells of the notebook
     source: str
     grade_id: str | None = None
     is_test: bool = False  # an autograded test cell: skipped, the judge re-asserts it
 
     def to_wire(self) -> dict[str, Any]:
+        """What the worker needs of the cell."""
         return {"index": self.index, "grade_id": self.grade_id, "source": self.source}
 
 
 @dataclass
 class NotebookCells:
+    """A submitted notebook as grading sees it: its code cells and the grade_ids it carries."""
+
     code: list[CodeCell]
     grade_ids: list[str] = field(default_factory=list)  # all grade_ids in notebook order (any cell type)
 
     @property
     def to_run(self) -> list[CodeCell]:
+        """The cells the worker runs: every code cell but the autograded test cells."""
         return [c for c in self.code if not c.is_test]
 
 
@@ -102,4 +108,5 @@ def compare_with_source(submitted: NotebookCells, source: NotebookCells) -> list
 
 
 def overlap(submitted: NotebookCells, grade_ids: list[str]) -> int:
+    """How many of `grade_ids` the submitted notebook carries."""
     return len(set(submitted.grade_ids) & set(grade_ids))

@@ -1,175 +1,33 @@
-"""The worker side: a zygote that imports torch/IPython once and forks one sandboxed worker per notebook.
+"""The worker: runs a notebook's code cells in an IPython shell, then answers the judge's requests.
 
-Run as `python -m bertcourse.grading.worker FD` by the engine; FD is a SOCK_SEQPACKET socket. The
-zygote answers `{"op": "fork", ...}` with the worker's pid and one end of a fresh socket pair
-(SCM_RIGHTS). The forked worker confines itself (sandbox.py), runs the notebook's code cells in an
-IPython shell, reports each cell, then serves the judge's requests (the `student` API) until the
-engine closes its socket. Everything here runs next to student code and is trusted by nobody: the
-engine enforces the limits from outside and the judge treats every reply as untrusted data.
+One `Worker` lives in each process the zygote forks (zygote.py), already confined by the sandbox. It
+reports each cell as it runs (`cell_start`, `cell_end` with status and output), says `ready`, then
+serves the `student` API (call, getattr, backward, ...) until the engine closes its socket. Replies
+are plain data (`torch.save` bytes) or handles on objects that stay here; everything here runs next to
+student code, so the engine and the judge trust none of it.
 """
 
 from __future__ import annotations
 
-import importlib
 import io
-import json
-import os
 import random
 import signal
-import socket
 import sys
 import traceback
 from typing import Any
 
+import numpy
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
 from bertcourse.grading.protocol import Channel, Remote, dump_values, load_values
 
-PRELOAD = ("torch", "numpy", "IPython", "IPython.core.interactiveshell", "bertcourse.grading.protocol")
 OUTPUT_KEEP_CHARS = 2000  # what a cell record keeps of the cell's printed output
 
 
 class _OutOfTime(BaseException):
     """Raised by SIGALRM inside student code; BaseException so `except Exception` cannot swallow it."""
-
-
-# ----------------------------------------------------------------------------- zygote
-
-
-def zygote_main(fd: int) -> None:
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
-    channel = socket.socket(fileno=fd)
-    while True:
-        try:
-            raw = channel.recv(1 << 20)
-        except (ConnectionError, OSError):
-            return
-        if not raw:
-            return
-        request = json.loads(raw)
-        if request["op"] == "preload":
-            for name in request["modules"]:
-                try:
-                    importlib.import_module(name)
-                except Exception:  # a broken optional package must not take the zygote down
-                    pass
-            channel.send(b"{}")
-        elif request["op"] == "fork":
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            report_r, report_w = os.pipe()  # the worker's pid, once it is known (it may fork again)
-            pid = os.fork()
-            if pid == 0:
-                channel.close()
-                ours.close()
-                os.close(report_r)
-                code = 0
-                try:
-                    _worker_main(theirs.detach(), request, report_w)
-                except BaseException:  # noqa: B036 - the worker must never return into the zygote loop
-                    code = 1
-                os._exit(code)
-            theirs.close()
-            os.close(report_w)
-            worker_pid = _read_pid(report_r) or pid
-            os.close(report_r)
-            socket.send_fds(channel, [json.dumps({"pid": worker_pid}).encode()], [ours.fileno()])
-            ours.close()
-        else:
-            return
-
-
-# ----------------------------------------------------------------------------- worker set-up
-
-
-def _read_pid(fd: int, timeout_s: float = 30.0) -> int | None:
-    import select
-
-    if not select.select([fd], [], [], timeout_s)[0]:
-        return None
-    try:
-        return int(os.read(fd, 32).decode() or "0") or None
-    except (OSError, ValueError):
-        return None
-
-
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _isolated(fd: int, report_fd: int, keep: list[str]) -> str | None:
-    """Enter new namespaces and fork the worker proper, PID 1 of its PID namespace (with its own
-    /proc). This process stays behind only to report that worker's pid (as the engine sees it) and
-    to wait for it; the worker dies with it. Returns, in the worker, why isolation failed (or None)."""
-    from bertcourse.grading.sandbox import isolate, private_proc
-
-    problem = isolate()
-    if problem:
-        os.write(report_fd, str(os.getpid()).encode())  # this process is the worker after all
-        os.close(report_fd)
-        return problem
-    child = os.fork()
-    if child:
-        os.write(report_fd, str(child).encode())
-        os.close(report_fd)
-        os.close(fd)
-        _, status = os.waitpid(child, 0)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    os.close(report_fd)
-    os.setsid()  # the engine kills the worker's process group; as PID 1 its death ends the namespace
-    _die_with_parent()
-    return private_proc(keep)
-
-
-def _worker_main(fd: int, request: dict[str, Any], report_fd: int) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would break subprocess waits
-    os.setsid()  # own process group: the engine kills the worker and anything it started at once
-    _die_with_parent()  # with the zygote
-    problems: list[str | None] = []
-    if request.get("sandbox"):
-        policy = request["sandbox"]
-        problems.append(_isolated(fd, report_fd, [*policy["write"], *policy["read"]]))
-    else:
-        os.write(report_fd, str(os.getpid()).encode())
-        os.close(report_fd)
-    work_dir = request["work_dir"]
-    os.chdir(work_dir)
-    os.environ.clear()
-    os.environ.update(request["env"])
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    log = os.open(os.path.join(work_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    from bertcourse.grading.sandbox import (
-        SandboxPolicy,
-        drop_privileges,
-        forbid_unix_sockets,
-        limit_resources,
-        restrict_filesystem,
-    )
-
-    if request.get("sandbox"):
-        problems.append(restrict_filesystem(SandboxPolicy(**request["sandbox"])))
-        problems.append(forbid_unix_sockets())
-    limit_resources(int(request["memory_limit_mb"]), int(request["max_output_bytes"]))
-    if request.get("sandbox"):
-        drop_privileges()
-    sys.path[:] = [p for p in sys.path if p not in ("", ".")]
-    sys.path.insert(0, request["submission_dir"])  # the submission's own helper modules, as in Jupyter
-    import torch
-
-    torch.set_num_threads(int(request.get("threads", 1)))
-    conn = Channel.from_fd(fd)
-    conn.send({"op": "hello", "sandbox_problem": "; ".join(p for p in problems if p) or None})
-    Worker(conn).run()
 
 
 class _CappedWriter(io.TextIOBase):
@@ -207,6 +65,7 @@ class Worker:
         self.shell: Any = None
 
     def run(self) -> None:
+        """Run the cells the engine sends (reporting each), say `ready`, then answer requests."""
         header, _ = self.conn.recv()
         self.shell = self._make_shell()
         _seed_everything(0)  # notebooks that draw random numbers run the same way every time
@@ -219,9 +78,6 @@ class Worker:
 
     @staticmethod
     def _make_shell() -> Any:
-        from IPython.core.interactiveshell import InteractiveShell
-        from traitlets.config import Config
-
         config = Config()
         config.HistoryManager.enabled = False
         config.InteractiveShell.colors = "nocolor"
@@ -325,8 +181,6 @@ class Worker:
         elif op == "backward":
             result = _backward(self._handle_of(header["handle"]), header["name"], args)
         elif op == "generator":
-            import torch
-
             result = torch.Generator().manual_seed(int(header["seed"]))
             return self._as_remote(result)
         elif op == "put":
@@ -371,8 +225,6 @@ class Worker:
 def _backward(target: Any, method: str, args: dict[str, Any]) -> dict[str, Any]:
     """`target.method(*args, **kwargs)` with autograd on, then backward with `grad_outputs` (see
     `Student.backward`): floating-point tensor arguments become leaves whose gradients come back."""
-    import torch
-
     leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args["args"]]
     with torch.enable_grad():  # a notebook may have switched autograd off globally
@@ -385,8 +237,6 @@ def _backward(target: Any, method: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def _gradient_pairs(output: Any, grad: Any, what: str) -> list[tuple[Any, Any]]:
     """(output tensor, its gradient) pairs, matching `grad` (a tensor, or a tuple/list with None) to `output`."""
-    import torch
-
     if grad is None:
         return []
     if isinstance(grad, torch.Tensor):
@@ -404,18 +254,15 @@ def _gradient_pairs(output: Any, grad: Any, what: str) -> list[tuple[Any, Any]]:
 
 
 class _Missing(Exception):
-    pass
+    """The notebook defines no top-level name the judge asked for (the message is the name)."""
 
 
 class _NotData(Exception):
-    pass
+    """A value that had to come back as data is not plain data (the message says what it is)."""
 
 
 def _as_data(value: Any, what: str, depth: int = 0) -> Any:
     """`value` as plain data (exact builtin types, plain CPU tensors), or _NotData."""
-    import numpy
-    import torch
-
     if depth > 50:
         raise _NotData(f"{what} is nested too deeply")
     if value is None or type(value) in (bool, int, float, complex, str, bytes):
@@ -447,25 +294,12 @@ def _as_data(value: Any, what: str, depth: int = 0) -> Any:
 
 
 def _seed_everything(seed: int) -> None:
+    """Seed every generator a notebook may draw from without a generator of its own."""
     random.seed(seed)
-    try:
-        import numpy
-
-        numpy.random.seed(seed)
-    except ImportError:
-        pass
-    import torch
-
+    numpy.random.seed(seed)
     torch.manual_seed(seed)
 
 
 def _short(text: str, limit: int = 1000) -> str:
+    """`text` cut to `limit` characters, saying so."""
     return text if len(text) <= limit else text[:limit] + " [...]"
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m bertcourse.grading.worker FD  (started by the grading engine)")
-    sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())] or sys.path
-    zygote_main(int(sys.argv[1]))
-    os._exit(0)  # nothing to flush; skips a slow interpreter shutdown with torch loaded

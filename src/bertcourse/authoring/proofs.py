@@ -1,6 +1,6 @@
 """Prove hidden checks in the course's own tests: grade implementations given as source strings.
 
-    from bertcourse.grading.testing import run_checks, run_check_module
+    from bertcourse.authoring.proofs import run_checks, run_check_module
 
     result = run_checks("autograder/checks/ex01_masking.py", WRONG_SOURCE)   # -> NotebookResult
     assert "test_specials_never_masked" in result.failed_checks()
@@ -50,6 +50,7 @@ def notebook_json(sources: Mapping[str, str], test_cells: list[str]) -> dict:
 
 
 def _cell(source: str, grade_id: str, solution: bool = False, grade: bool = False, points: float | None = None) -> dict:
+    """One nbgrader code cell with its metadata."""
     meta = {"grade_id": grade_id, "solution": solution, "grade": grade, "locked": grade, "schema_version": 3,
             "task": False}
     if points is not None:

@@ -8,22 +8,27 @@ notebook's autograded cells and course.yml. A lesson is healthy when it executes
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcourse.course import Course, Exercise, Lesson
-from bertcourse.errors import BertcourseError
-from bertcourse.notebook import PROFILE_VARIABLE, execute_notebook
+import nbclient
+import nbformat
 
-QUICK_PROFILE = "cpu-quick"
+from bertcourse.authoring.release import stale_release
+from bertcourse.course import PROFILE_VARIABLE, Course, Exercise, Lesson, load_course, resolve_profile
+from bertcourse.errors import BertcourseError
+from bertcourse.grading.engine import Grader
+from bertcourse.grading.exercises import RELEASE_DIR, SOURCE_DIR, exercise_cells
+from bertcourse.notebook import execute_notebook
 
 
 @dataclass
 class HealthRow:
+    """One line of `bertcourse check`'s table: one property of one exercise or lesson."""
+
     item: str  # exercise or lesson id
     check: str
     ok: bool
@@ -35,10 +40,8 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) < 1e-9
 
 
-def points_rows(course: Course, exercise: Exercise, grader: Any) -> list[HealthRow]:
+def points_rows(course: Course, exercise: Exercise, grader: Grader) -> list[HealthRow]:
     """Check points per cell == the cell's points in the notebook; their sum == course.yml's points."""
-    from bertcourse.grading.release import exercise_cells
-
     cells = exercise_cells(course, exercise)
     by_cell: dict[str, float] = {}
     for check in grader.checks(exercise):
@@ -60,13 +63,14 @@ def points_rows(course: Course, exercise: Exercise, grader: Any) -> list[HealthR
     return [HealthRow(exercise.id, "points add up", not problems, detail)]
 
 
-def _graded(grader: Any, path: Path, exercise: Exercise) -> tuple[Any, float]:
+def _graded(grader: Grader, path: Path, exercise: Exercise) -> tuple[Any, float]:
     start = time.monotonic()
     return grader.grade(path, exercise), time.monotonic() - start
 
 
-def solution_row(course: Course, exercise: Exercise, grader: Any) -> HealthRow:
-    path = course.path(f"solutions/{exercise.notebook}")
+def solution_row(course: Course, exercise: Exercise, grader: Grader) -> HealthRow:
+    """The solution notebook scores full marks."""
+    path = course.path(f"{SOURCE_DIR}/{exercise.notebook}")
     result, seconds = _graded(grader, path, exercise)
     failed = [f"{c.name} ({c.message or c.feedback})" for c in result.checks if not c.passed]
     ok = result.error is None and not failed and _close(result.score, exercise.points)
@@ -78,8 +82,9 @@ def solution_row(course: Course, exercise: Exercise, grader: Any) -> HealthRow:
     return HealthRow(exercise.id, "solution scores full marks", ok, detail, seconds)
 
 
-def release_row(course: Course, exercise: Exercise, grader: Any) -> HealthRow:
-    path = course.path(f"exercises/{exercise.notebook}")
+def release_row(course: Course, exercise: Exercise, grader: Grader) -> HealthRow:
+    """The student release scores zero on every graded part (no check passes without student code)."""
+    path = course.path(f"{RELEASE_DIR}/{exercise.notebook}")
     if not path.is_file():
         return HealthRow(exercise.id, "release scores zero", False, f"{path} does not exist; run bertcourse release")
     result, seconds = _graded(grader, path, exercise)
@@ -96,8 +101,7 @@ def release_row(course: Course, exercise: Exercise, grader: Any) -> HealthRow:
 
 
 def release_current_row(course: Course, exercise: Exercise) -> HealthRow:
-    from bertcourse.grading.release import stale_release
-
+    """The committed release is what `bertcourse release` would write."""
     start = time.monotonic()
     problems = stale_release(course, [exercise.id])
     return HealthRow(exercise.id, "release up to date", not problems, "; ".join(problems) or "exercises/ matches",
@@ -106,12 +110,9 @@ def release_current_row(course: Course, exercise: Exercise) -> HealthRow:
 
 def lesson_row(course: Course, lesson: Lesson, cell_timeout: float) -> HealthRow:
     """Execute the lesson with nbclient in its own folder, with the quick profile unless one is set."""
-    import nbclient
-    import nbformat
-
     path = course.path(lesson.notebook)
     start = time.monotonic()
-    profile = os.environ.get(PROFILE_VARIABLE) or QUICK_PROFILE  # the kernel inherits the environment
+    profile = resolve_profile(None, course, use_gpu=False)  # the kernel inherits the environment
     try:
         nb = nbformat.read(path, as_version=4)
         env = {PROFILE_VARIABLE: profile, "BERTCOURSE_ROOT": str(course.root)}
@@ -138,8 +139,6 @@ def _cell_error(nb: Any, exc: Exception) -> str:
 def run_health(course: Course, only: Sequence[str] | None = None, skip_lessons: bool = False,
                lesson_timeout: float = 600, report: Callable[[HealthRow], None] | None = None) -> list[HealthRow]:
     """All health rows for the course (or the items named in `only`)."""
-    from bertcourse.grading.engine import Grader
-
     known = {e.id for e in course.exercises} | {lesson.id for lesson in course.lessons}
     for item in only or []:
         if item not in known:
@@ -171,12 +170,12 @@ def run_health(course: Course, only: Sequence[str] | None = None, skip_lessons: 
 
 
 def format_row(row: HealthRow, width: int) -> str:
+    """One row of the table `bertcourse check` prints."""
     return f"{'PASS' if row.ok else 'FAIL'}  {row.item:<{width}}  {row.check:<27} {row.seconds:6.1f}s  {row.detail}"
 
 
 def check_command(args: Any) -> int:
-    from bertcourse.course import load_course
-
+    """`bertcourse check [--only ID] [...]` (arguments: cli.py); exit status 1 when a row fails."""
     course = load_course()
     ids = [e.id for e in course.exercises] + [lesson.id for lesson in course.lessons]
     width = max([len(i) for i in ids] + [4])

@@ -15,21 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertcourse.course import Course, Exercise
-from bertcourse.errors import BertcourseError
-from bertcourse.folders import content_files, is_artefact
-from bertcourse.grading.gradebook import alembic_on_path, default_db_url, load_nbgrader_config
+import nbformat
 
-RELEASE_DIR = "exercises"
-SOURCE_DIR = "solutions"
+from bertcourse.course import Course, Exercise, load_course
+from bertcourse.folders import content_files, is_artefact
+from bertcourse.grading.exercises import RELEASE_DIR
+from bertcourse.grading.gradebook import default_db_url, generate_assignment
 
 # Metadata Jupyter or Colab add when a notebook is opened or run; none of it belongs in a release.
 _VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled", "colab", "outputId")
 _VOLATILE_NOTEBOOK_METADATA = ("widgets", "toc", "varInspector", "vscode")
-
-
-class ReleaseError(BertcourseError):
-    """nbgrader could not generate a release notebook."""
 
 
 def select_exercises(course: Course, exercise_ids: Sequence[str] | None) -> list[Exercise]:
@@ -57,38 +52,17 @@ def normalise_notebook(nb: Any) -> Any:
 
 
 def _write_normalised(path: Path) -> None:
-    import nbformat
-
     nb = normalise_notebook(nbformat.read(path, as_version=4))
     text = nbformat.writes(nb) + "\n"
     path.write_text(text, encoding="utf-8")
 
 
 def generate(course: Course, exercise: Exercise, release_root: Path, db_url: str) -> Path:
-    """Run nbgrader's generate_assignment for one exercise into `release_root/<id>/`; returns that folder.
+    """nbgrader's release of one exercise into `release_root/<id>/`, normalised; returns that folder.
 
     The gradebook at `db_url` gets (or updates) the assignment and its grade cells.
     """
-    from nbgrader.converters import GenerateAssignment
-    from nbgrader.coursedir import CourseDirectory
-
-    source = course.path(f"{SOURCE_DIR}/{exercise.id}")
-    if not source.is_dir():
-        raise ReleaseError(f"exercise {exercise.id!r}: source folder {source} does not exist")
-    config = load_nbgrader_config(course, release_directory=str(release_root), db_url=db_url)
-    coursedir = CourseDirectory(config=config)
-    coursedir.assignment_id = exercise.id
-    converter = GenerateAssignment(coursedir=coursedir, config=config)
-    converter.force = True
-    converter.log.setLevel("ERROR")
-    with alembic_on_path():
-        try:
-            converter.start()
-        except Exception as exc:  # nbgrader logs the reason, then raises a generic exception
-            raise ReleaseError(
-                f"nbgrader could not generate the release of {exercise.id!r} from {source}: {exc}"
-            ) from exc
-    out = release_root / exercise.id
+    out = generate_assignment(course, exercise, release_root, db_url)
     for notebook in content_files(out, "*.ipynb"):
         _write_normalised(notebook)
     return out
@@ -155,45 +129,8 @@ def stale_release(course: Course, exercise_ids: Sequence[str] | None = None) -> 
     return problems
 
 
-# ----------------------------------------------------------------------------- the gradebook's view
-
-
-def exercise_cells(course: Course, exercise: Exercise) -> dict[str, float]:
-    """{grade_id: points} of the autograded cells of the exercise's source notebook, in notebook order."""
-    path = course.path(f"{SOURCE_DIR}/{exercise.notebook}")
-    try:  # plain JSON: nbformat costs seconds to import, and this runs before a batch starts
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReleaseError(f"exercise {exercise.id!r}: cannot read {path}: {exc}") from exc
-    cells = {}
-    for index, cell in enumerate(nb.get("cells", [])):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade"):
-            if "points" not in meta:
-                raise ReleaseError(f"{path}: cell {index} ({meta.get('grade_id')}) is graded but has no points")
-            cells[meta["grade_id"]] = float(meta["points"])
-    return cells
-
-
-def register_exercises(course: Course, exercises: Sequence[Exercise], db_url: str) -> None:
-    """Make sure the gradebook knows each exercise and its grade cells as the source has them.
-
-    `bertcourse release` does this already; a gradebook created elsewhere (`--db-url`) or a source
-    changed since the release is brought up to date the same way, by nbgrader into a scratch folder.
-    """
-    from bertcourse.grading.gradebook import grade_cell_points, open_gradebook
-
-    with open_gradebook(db_url) as gradebook:
-        stale = [e for e in exercises
-                 if grade_cell_points(gradebook, e.id) != {Path(e.notebook).stem: exercise_cells(course, e)}]
-    for exercise in stale:
-        with tempfile.TemporaryDirectory(prefix="bertcourse-register-") as tmp:
-            generate(course, exercise, Path(tmp), db_url)
-
-
 def release_command(args: Any) -> int:
-    from bertcourse.course import load_course
-
+    """`bertcourse release [EXERCISE...]` (arguments: cli.py)."""
     course = load_course()
     for folder in release(course, args.exercises, db_url=args.db_url):
         notebooks = [p.name for p in content_files(folder, "*.ipynb")]
