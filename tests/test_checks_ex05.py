@@ -298,7 +298,16 @@ WRONG = {
                "    pairs = Counter(zip(y_true, y_pred))\n"),
         {"test_explicit_labels_subset_in_order"},
         frozenset({"test_per_class_scores_match_reference", "test_macro_average", "test_weighted_average"})),
+    "precision and recall swapped": (
+        mutate("    precision = [ratio(a, a + b) for a, b in zip(tp, fp)]\n"
+               "    recall = [ratio(a, a + b) for a, b in zip(tp, fn)]",
+               "    precision = [ratio(a, a + b) for a, b in zip(tp, fn)]\n"
+               "    recall = [ratio(a, a + b) for a, b in zip(tp, fp)]"),
+        {"test_per_class_scores_match_reference"}),
     # MCC
+    "MCC as 2 x accuracy - 1": (
+        mutate("    return cov_tp / (math.sqrt(cov_pp) * math.sqrt(cov_tt))", "    return 2 * c / s - 1"),
+        {"test_mcc_binary_matches_reference"}),
     "MCC of class 1 against the rest": (
         mutate("    s = len(y_true)\n",
                "    positive = max(y_true)\n"
@@ -350,6 +359,11 @@ WRONG = {
                "    return max(float(prediction == ref) for ref in references)"),
         {"test_exact_match_best_normalised_reference"}, others("test_exact_match_best_normalised_reference",
                                                                "test_empty_answers", within=SQUAD)),
+    "token F1 of unnormalised tokens": (
+        mutate("    pred = normalize_answer(prediction).split()\n"
+               "    return max(f1(pred, normalize_answer(ref).split())",
+               "    pred = prediction.split()\n    return max(f1(pred, ref.split())"),
+        {"test_token_f1_matches_reference"}),
     "set instead of multiset overlap": (
         mutate("same = sum((Counter(pred_tokens) & Counter(ref_tokens)).values())",
                "same = len(set(pred_tokens) & set(ref_tokens))"),
