@@ -9,7 +9,7 @@ PROFILE ?= cpu-quick
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: demo test lab lint release check readme setup-cells install clean
+.PHONY: demo test test-fast lab lint release check readme setup-cells install clean
 
 install: $(VENV)/.installed
 
@@ -30,6 +30,11 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The contributor's lane while editing: no `slow` (training, notebooks, grading end to end) or `browser`
+# tests; `make test` (what CI runs) stays the full suite.
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -24,6 +24,7 @@ from pretraining import Runner  # the same training step (fused AdamW) as the BE
 import bertcourse.model
 from bertcourse.course import load_course
 from bertcourse.model import GPT
+from bertcourse.objectives import next_token_labels
 
 
 def main(steps: int = 15) -> None:
@@ -34,7 +35,8 @@ def main(steps: int = 15) -> None:
     runner = Runner("GPT", GPT(load_course().profile("cpu").model.for_arch("gpt")))
     config = runner.model.config
     ids = torch.randint(5, config.vocab_size, (32, config.max_seq_len))
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+             "labels": next_token_labels(ids, torch.ones_like(ids))}
 
     runner.step(batch)  # warm-up
     before = os.times()

@@ -191,3 +191,45 @@ def test_model_lesson_part_stays_readable_in_one_sitting():
     assert LESSON_END in text, "model.py lost its 'end of the lesson' line"
     lesson = text[: text.index(LESSON_END)].splitlines()
     assert len(lesson) <= MODEL_LESSON_LINES, f"model.py's lesson part has {len(lesson)} lines"
+
+
+# ----------------------------------------------------------------------------- pretraining
+
+# The pieces of pretraining in the order they may import each other: each may import those before it
+# (and the teaching core), none those after it; the loop (`train`) comes last.
+TRAINING_PIECES = ["bertcourse.packing", "bertcourse.objectives", "bertcourse.pretrain_eval",
+                   "bertcourse.checkpoint", "bertcourse.plotting"]
+TRAINING_LOOP = "bertcourse.train"
+TEACHING_CORE = ["bertcourse.config", "bertcourse.data", "bertcourse.tokenizer", "bertcourse.masking",
+                 "bertcourse.model", "bertcourse.model_support"]
+TRAINING_PIECE_LINES = 250
+
+
+def test_training_modules_import_in_one_direction():
+    graph = import_graph()
+    order = TRAINING_PIECES + [TRAINING_LOOP]
+    for i, module in enumerate(order):
+        later = reachable(graph, module) & set(order[i + 1 :])
+        assert not later, f"{module} imports {sorted(later)}, which come after it"
+    for module in TRAINING_PIECES:  # the profile is read by the loop's front (pretrain) alone
+        leaning = reachable(graph, module) & {"bertcourse.course", "bertcourse.data"}
+        assert not leaning, f"{module} imports {sorted(leaning)} (directly or through another module)"
+    for module in TEACHING_CORE:
+        upwards = reachable(graph, module) & set(order)
+        assert not upwards, f"{module} (teaching core) imports the training modules {sorted(upwards)}"
+    importers = sorted(m for m, imported in graph.items() if TRAINING_LOOP in imported)
+    assert set(importers) <= {"bertcourse.cli"}, f"only the command line may import the loop, not {importers}"
+    assert not find_cycles({m: graph[m] for m in order}), "import cycle among the training modules"
+
+
+def test_training_pieces_are_short():
+    files = module_files()
+    long = {m: n for m in TRAINING_PIECES if (n := len(files[m].read_text().splitlines())) > TRAINING_PIECE_LINES}
+    assert not long, f"training modules over {TRAINING_PIECE_LINES} lines: {long}"
+
+
+def test_the_gpt_shift_is_written_in_one_place():
+    """`[:, 1:]` (position t learns token t + 1) appears in one module of the package: the objectives."""
+    shifting = sorted(path.name for path in (PACKAGE_ROOT / "bertcourse").rglob("*.py")
+                      if "[:, 1:]" in path.read_text(encoding="utf-8"))
+    assert shifting == ["objectives.py"], shifting

@@ -155,3 +155,16 @@ def test_every_edge_resolves_the_profile_by_the_same_rule(no_profile_variable, t
     no_profile_variable.setenv("BERTCOURSE_PROFILE", "cpu")
     assert pick_profile() == "cpu" == grader_profile()
     assert grader_profile(profile="gpu") == "gpu"
+
+
+def test_lesson_sizes_are_per_profile_numbers_given_by_every_profile():
+    course = load_course(ROOT)
+    assert course.profile("cpu-quick").sizes("lesson02-wwm")["training_steps"] < course.profile("cpu").sizes(
+        "lesson02-wwm")["training_steps"]
+    with pytest.raises(CourseError, match="no lesson_sizes for 'lesson99'"):
+        course.profile("cpu").sizes("lesson99")
+    missing = MANIFEST.replace("collator_batches: 50}", "}", 1)
+    message = _error(missing)
+    assert "profiles.cpu.lesson_sizes gives" in message and "every profile needs the same numbers" in message
+    cpu_sizes = missing.index("lesson_sizes:", missing.index("  cpu:\n"))
+    assert f"course.yml:{missing[:cpu_sizes].count(chr(10)) + 1}:" in message  # the cpu profile's lesson_sizes key

@@ -93,6 +93,25 @@ def test_profile_dependent_prose_is_not_hard_coded():
         assert claim not in text
 
 
+def test_lessons_take_their_per_profile_numbers_from_course_yml():
+    """Sample sizes and step counts differ by profile; lessons 1 and 2 read them from course.yml
+    (`Profile.sizes`), never from a dict of profile names in a cell, and use every number given there."""
+    for number in (1, 2):
+        lesson_id = LESSONS[number].id
+        code = "\n".join(cell.source for cell in lesson_notebook(number).cells if cell.cell_type == "code")
+        assert not re.search(r"\{\s*\"(cpu-quick|cpu|gpu)\"\s*:", code), f"{lesson_id} hard-codes a profile's number"
+        assert f'spec.sizes("{lesson_id}")' in code
+        for name in load_course(ROOT).profile("cpu").sizes(lesson_id):
+            assert f'["{name}"]' in code, f"{lesson_id} does not use course.yml's {name}"
+
+
+def test_lesson_2_trains_with_the_package_loop_not_a_copy_of_it():
+    code = "\n".join(cell.source for cell in lesson_notebook(2).cells if cell.cell_type == "code")
+    assert "pretrain(" in code and "whole_word=whole_word" in code
+    for own_loop in ("optim.", ".backward()", "clip_grad_norm_", "lr_scheduler"):
+        assert own_loop not in code, f"lesson 2 still runs its own training loop ({own_loop})"
+
+
 @pytest.mark.slow
 def test_lesson_2_summary_follows_its_own_measurements(data_dir):
     text = printed_text(executed_lesson(LESSONS[2].notebook, data_dir))

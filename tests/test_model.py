@@ -180,9 +180,7 @@ def test_logits_only_at_selected_positions_equal_the_full_computation(rows_per_c
         chunked_grads = {name: p.grad.clone() for name, p in model.named_parameters()}
         model.zero_grad()
         full = model(input_ids, attention_mask, **kwargs).logits
-        targets = labels
-        if isinstance(model, GPT):  # position t predicts labels[t + 1]
-            full, targets = full[:, :-1], labels[:, 1:]
+        targets = labels  # both models: position t predicts labels[t] (the GPT's shift is the objective's)
         chosen = targets != IGNORE_INDEX
         assert out.logits.shape == (int(chosen.sum()), model.config.vocab_size)
         torch.testing.assert_close(out.logits.detach(), full[chosen].detach(), atol=1e-5, rtol=1e-5)

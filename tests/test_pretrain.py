@@ -6,15 +6,20 @@ seconds; the exactness of resuming is checked bit for bit (torch.equal), not wit
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bertcourse.data import Corpus
-from bertcourse.model import GPT, IGNORE_INDEX, BertForMLM
+from bertcourse.masking import pad_batch
+from bertcourse.model import GPT, IGNORE_INDEX, BertForMLM, ModelConfig, build_model
+from bertcourse.objectives import MaskedLM, NextToken, ObjectiveError, WholeWordMLM, next_token_labels, objective_for
+from bertcourse.packing import NOT_A_WORD, pack_sentences, tokenize
 from bertcourse.train import (
     CHECKPOINT_NAME,
     CheckpointError,
@@ -24,8 +29,6 @@ from bertcourse.train import (
     load_checkpoint,
     load_pretrained,
     lr_factor,
-    make_batch,
-    pack_sentences,
     pretrain,
     tokenize_sentences,
     unigram_baseline,
@@ -69,14 +72,80 @@ def test_batches_are_a_fresh_shuffle_each_epoch_and_a_pure_function_of_the_step(
 def test_masking_is_dynamic_and_gpt_batches_predict_every_real_token(small_corpus, quick_tokenizer):
     data = pack_sentences(tokenize_sentences(quick_tokenizer, small_corpus.train[:300]), 64, 2, 3)
     generator = torch.Generator().manual_seed(0)
-    a = make_batch(data, range(8), "bert", quick_tokenizer, generator)
-    b = make_batch(data, range(8), "bert", quick_tokenizer, generator)
+    bert = objective_for("bert", quick_tokenizer)
+    a, b = bert.batch(data, range(8), generator), bert.batch(data, range(8), generator)
     assert set(a) == {"input_ids", "attention_mask", "labels", "token_type_ids"}
     assert not torch.equal(a["labels"], b["labels"])  # the same rows seen again get a new mask
     selected = (a["labels"] != IGNORE_INDEX).sum() / ((a["attention_mask"] == 1).sum())
     assert 0.08 < selected < 0.22
-    g = make_batch(data, range(8), "gpt", quick_tokenizer, generator)
-    assert torch.equal(g["labels"] != IGNORE_INDEX, g["attention_mask"] == 1)
+    g = objective_for("gpt", quick_tokenizer).batch(data, range(8), generator)
+    predicted = torch.zeros_like(g["attention_mask"], dtype=torch.bool)
+    predicted[:, 1:] = g["attention_mask"][:, 1:] == 1  # every real token but a row's first is some position's target
+    assert torch.equal(F.pad(g["labels"] != IGNORE_INDEX, (1, 0))[:, :-1], predicted)
+
+
+def test_the_objective_owns_the_targets_gpt_shifted_by_one_bert_only_at_selected_positions(quick_tokenizer):
+    blocks = [[2, 10, 11, 12, 3, 13, 3], [2, 14, 15, 3]]
+    data = pack_sentences([[10, 11, 12], [13], [14, 15]], 7, 2, 3)
+    assert data.blocks == blocks
+    pad = quick_tokenizer.pad_token_id
+    gpt = objective_for("gpt", quick_tokenizer).batch(data, [0, 1], torch.Generator())
+    assert gpt["labels"].tolist() == [[10, 11, 12, 3, 13, 3, IGNORE_INDEX], [14, 15, 3] + [IGNORE_INDEX] * 4]
+    assert gpt["input_ids"].tolist() == [blocks[0], blocks[1] + [pad] * 3]
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
+    assert torch.equal(next_token_labels(ids, (ids != 0).long()),
+                       torch.tensor([[6, 7, 8, IGNORE_INDEX], [10, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]]))
+
+    real = pack_sentences(tokenize_sentences(quick_tokenizer, ["the cat sat on the mat and looked around"] * 40), 64,
+                          quick_tokenizer.cls_token_id, quick_tokenizer.sep_token_id)
+    bert = objective_for("bert", quick_tokenizer).batch(real, range(len(real)), torch.Generator().manual_seed(0))
+    original, _ = pad_batch(real.blocks, pad)
+    selected = bert["labels"] != IGNORE_INDEX
+    assert selected.any()
+    assert torch.equal(bert["labels"][selected], original[selected])  # the original token wherever selected
+    assert torch.equal(bert["input_ids"][~selected], original[~selected])  # -100 (and untouched) elsewhere
+
+
+def test_the_gpt_trains_on_the_objectives_labels_without_shifting_them_again():
+    """The model's loss at position t is against labels[t]: the shift is the objective's alone."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocab_size=50, d_model=16, n_heads=2, d_ff=32, max_seq_len=8, dropout=0.0)
+                        .for_arch("gpt"))
+    ids = torch.randint(5, 50, (3, 8))
+    mask = torch.ones_like(ids)
+    loss = model(ids, mask, labels=next_token_labels(ids, mask)).loss
+    logits = model(ids, mask).logits  # [B, S, V]
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, 50), ids[:, 1:].reshape(-1))
+    torch.testing.assert_close(loss, expected)
+
+
+def test_whole_word_batches_select_every_piece_of_a_word_or_none(small_corpus, quick_tokenizer):
+    tokens = tokenize(quick_tokenizer, small_corpus.train[:300], word_ids=True)
+    data = pack_sentences(tokens.ids, 64, quick_tokenizer.cls_token_id, quick_tokenizer.sep_token_id, tokens.word_ids)
+    assert [len(w) for w in data.words] == [len(b) for b in data.blocks]
+    assert all(w[0] == NOT_A_WORD for w in data.words)
+    objective = objective_for("bert", quick_tokenizer, whole_word=True)
+    assert isinstance(objective, WholeWordMLM) and isinstance(objective, MaskedLM)
+    batch = objective.batch(data, range(16), torch.Generator().manual_seed(0))
+    selected = batch["labels"] != IGNORE_INDEX
+    split_words = mixed = 0
+    for row in range(16):
+        words = torch.tensor(data.words[row])
+        starts = torch.ones(len(words), dtype=torch.bool)  # a word is a run of one word id between specials
+        starts[1:] = (words[1:] != words[:-1]) | (words[:-1] == NOT_A_WORD)
+        word_index = starts.cumsum(0)
+        for w in word_index[words != NOT_A_WORD].unique():
+            at = (word_index == w) & (words != NOT_A_WORD)
+            if int(at.sum()) > 1:
+                split_words += 1
+                picked = selected[row, : len(words)][at]
+                mixed += bool(picked.any() and not picked.all())
+    assert split_words > 20 and mixed == 0
+    with pytest.raises(ObjectiveError, match="whole-word masking needs blocks packed with word ids"):
+        objective.batch(pack_sentences(tokens.ids, 64, 2, 3), range(4), torch.Generator())
+    with pytest.raises(ObjectiveError, match="--whole-word.*--arch bert"):
+        objective_for("gpt", quick_tokenizer, whole_word=True)
+    assert isinstance(objective_for("gpt", quick_tokenizer), NextToken)
 
 
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, small_corpus, quick_tokenizer):
@@ -102,6 +171,33 @@ def test_gpt_pretrains_and_reloads(tmp_path, small_corpus, quick_tokenizer):
     for a, b in zip(result.model.state_dict().values(), model.state_dict().values()):
         assert torch.equal(a, b)
     assert model.head.decoder.weight is model.embeddings.token_embedding.weight  # still tied after loading
+
+
+def test_whole_word_runs_train_resume_exactly_and_refuse_a_token_level_resume(tmp_path, small_corpus, quick_tokenizer):
+    options = dict(whole_word=True, max_steps=6, eval_every=3)
+    straight = run(tmp_path / "straight", small_corpus, quick_tokenizer, **options)
+    assert isinstance(straight.objective, WholeWordMLM) and straight.train_data.words is not None
+    with pytest.raises(KeyboardInterrupt):  # killed at step 5: the last checkpoint is from step 4
+        run(tmp_path / "killed", small_corpus, quick_tokenizer, stop_after=5, **options)
+    assert load_checkpoint(tmp_path / "killed")["settings"]["whole_word"] is True
+    resumed = run(tmp_path / "killed", small_corpus, quick_tokenizer, resume=True, **options)
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert straight.history == resumed.history and straight.final_eval == resumed.final_eval
+    with pytest.raises(CheckpointError, match="whole_word: checkpoint True, this run False"):
+        run(tmp_path / "killed", small_corpus, quick_tokenizer, max_steps=6, eval_every=3, resume=True)
+    with pytest.raises(ObjectiveError, match="--whole-word"):
+        run(tmp_path / "gpt", small_corpus, quick_tokenizer, arch="gpt", whole_word=True)
+    assert not (tmp_path / "gpt").exists()
+
+
+def test_a_checkpoint_written_before_whole_word_existed_resumes_as_token_level(tmp_path):
+    from bertcourse.checkpoint import check_compatible
+
+    older = {"arch": "bert", "seed": 0}  # settings without "whole_word"
+    check_compatible(tmp_path, older, {"arch": "bert", "seed": 0, "whole_word": False})
+    with pytest.raises(CheckpointError, match="whole_word: checkpoint False, this run True"):
+        check_compatible(tmp_path, older, {"arch": "bert", "seed": 0, "whole_word": True})
 
 
 def test_resuming_with_other_settings_names_the_file_and_the_mismatch(tmp_path, small_corpus, quick_tokenizer):
@@ -179,10 +275,11 @@ def test_eval_batches_use_the_same_masks_every_time(small_corpus, quick_tokenize
 
 @pytest.mark.slow
 def test_pretrain_command_end_to_end(tmp_path, data_dir):
-    """The CLI on the real corpus: a short BERT run, then a resume to more steps is refused."""
+    """The CLI on the real corpus: a short BERT run, then a resume to more steps is refused; a short
+    whole-word run, resumed to its end."""
     out = tmp_path / "run"
 
-    def command(steps: int, *extra: str) -> subprocess.CompletedProcess:
+    def command(steps: int, *extra: str, out: Path = out) -> subprocess.CompletedProcess:
         args = [
             "pretrain",
             "--profile",
@@ -213,6 +310,25 @@ def test_pretrain_command_end_to_end(tmp_path, data_dir):
     assert again.returncode == 2
     assert "max_steps: checkpoint 8, this run 9" in again.stderr and str(out) in again.stderr
 
+    whole = command(4, "--whole-word", out=tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr
+    assert "whole-word masking" in whole.stdout and "held-out masked-token loss" in whole.stdout
+    assert json.loads((tmp_path / "whole" / "metrics.json").read_text())["whole_word"] is True
+    resumed = command(4, "--whole-word", "--resume", out=tmp_path / "whole")
+    assert resumed.returncode == 0, resumed.stderr
+    refused = command(4, "--resume", out=tmp_path / "whole")
+    assert refused.returncode == 2 and "whole_word: checkpoint True, this run False" in refused.stderr
+
+
+def test_pretrain_command_refuses_whole_word_masking_for_the_gpt_before_loading_anything(tmp_path, capsys):
+    from bertcourse import cli
+
+    assert cli.main(["pretrain", "--profile", "cpu-quick", "--arch", "gpt", "--whole-word",
+                     "--out", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err
+    assert "--whole-word" in error and "--arch bert" in error
+    assert not (tmp_path / "run").exists()
+
 
 @pytest.mark.parametrize("flag, value", [("--dropout", "1.0"), ("--dropout", "-0.1"), ("--max-steps", "0")])
 def test_pretrain_command_rejects_bad_numbers_before_loading_anything(flag, value, tmp_path, capsys):
@@ -235,9 +351,10 @@ corpus = load_corpus(data_dir=data_dir)
 spec = load_course(check_files=False).profile("cpu-quick")
 tokenizer = load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=False)
 small = Corpus(corpus.train[:2000], corpus.heldout[:100], corpus.source)
-make_batch = train.make_batch
+from bertcourse.objectives import MaskedLM
+make_batch = MaskedLM.batch
 # A pause per step (no random draws) leaves time to kill the run part-way; it changes no result.
-train.make_batch = lambda *args, **kwargs: (time.sleep(pause), make_batch(*args, **kwargs))[1]
+MaskedLM.batch = lambda *args, **kwargs: (time.sleep(pause), make_batch(*args, **kwargs))[1]
 train.pretrain(train.PretrainOptions(profile="cpu-quick", out_dir=out_dir, max_steps=24, eval_every=12,
                                      checkpoint_every=4, progress=False, resume=mode == "resume",
                                      model_overrides={"dropout": 0.1}),

@@ -143,7 +143,10 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_common_data_arguments(parser)
     parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="model to train (default: bert)")
-    parser.add_argument("--out", help="output folder (default: runs/pretrain-ARCH-PROFILE)")
+    parser.add_argument("--out", help="output folder (default: runs/pretrain-ARCH-PROFILE, "
+                        "runs/pretrain-bert-whole-word-PROFILE with --whole-word)")
+    parser.add_argument("--whole-word", action="store_true",
+                        help="BERT only: mask whole words (all pieces of a word together), not single tokens")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     parser.add_argument("--max-steps", type=int, help="override the profile's number of steps")
     parser.add_argument("--dropout", type=float, help="override the profile's dropout probability, 0 <= P < 1")

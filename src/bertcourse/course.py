@@ -82,6 +82,16 @@ class Profile:
     vocab_size: int
     model: ModelConfig  # the profile's BERT; `model.for_arch("gpt")` is its parameter-matched GPT
     pretrain: PretrainSpec
+    # the sizes of the lessons' own experiments, by lesson id: {"lesson02-wwm": {"training_steps": 20}}
+    lesson_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def sizes(self, lesson_id: str) -> dict[str, int]:
+        """The numbers lesson `lesson_id` runs with in this profile (course.yml, profiles.NAME.lesson_sizes)."""
+        if lesson_id not in self.lesson_sizes:
+            known = ", ".join(self.lesson_sizes) or "none"
+            raise CourseError(f"profile {self.name!r} has no lesson_sizes for {lesson_id!r} in course.yml "
+                              f"(it has: {known})")
+        return self.lesson_sizes[lesson_id]
 
 
 @dataclass(frozen=True)
@@ -300,6 +310,7 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
     m = course.masking
     if not (0 < m.select_prob < 1 and 0 <= m.mask_prob and 0 <= m.random_prob and m.mask_prob + m.random_prob <= 1):
         raise parser.error(top["masking"][1], "masking probabilities must lie in [0, 1] with mask + random <= 1")
+    _validate_lesson_sizes(course, top, parser)
     if not check_files:
         return
     for key, attribute, prefix in _REQUIRED_FILES:
@@ -308,6 +319,18 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
             if not (course.root / relative).is_file():
                 value_node = parser.mapping(node, key)[attribute][1]
                 raise parser.error(value_node, f"{key} {item.id!r}: {attribute} file {relative} does not exist")
+
+
+def _validate_lesson_sizes(course: Course, top: dict, parser: _Parser) -> None:
+    """Every profile gives the same lessons the same numbers (a lesson runs under any profile)."""
+    first = None
+    for name, (_, node) in parser.mapping(top["profiles"][1], "profiles").items():
+        shape = {lesson_id: sorted(numbers) for lesson_id, numbers in course.profiles[name].lesson_sizes.items()}
+        first = first or (name, shape)
+        if shape != first[1]:
+            where = parser.mapping(node, f"profiles.{name}").get("lesson_sizes", (node,))[0]
+            raise parser.error(where, f"profiles.{name}.lesson_sizes gives {shape}, profiles.{first[0]} "
+                               f"{first[1]}: every profile needs the same numbers")
 
 
 def _corpus_source_nodes(top: dict) -> list[yaml.Node]:

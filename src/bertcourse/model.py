@@ -269,12 +269,9 @@ class GPT(_LanguageModel):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> LMOutput:
-        """`labels`: usually input_ids with padding set to -100; position t is trained to predict
-        labels[t + 1] (the shift happens here, as in transformers)."""
-        hidden = self.encode(input_ids, attention_mask)
-        if labels is None:
-            return self.predict(hidden, None)
-        return self.predict(hidden[:, :-1], labels[:, 1:])
+        """`labels`: the token each position is trained to predict, -100 where none: the next token,
+        from `bertcourse.objectives.next_token_labels` (the one place the shift is written)."""
+        return self.predict(self.encode(input_ids, attention_mask), labels)
 
 
 def build_model(config: ModelConfig) -> BertForMLM | GPT:

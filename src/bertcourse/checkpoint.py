@@ -1,0 +1,114 @@
+"""Pretraining checkpoints: written atomically, read with errors naming the file, refused when they belong
+to a run with other settings, and loaded back as a model and its tokenizer.
+
+A checkpoint holds everything the next step depends on (weights, optimizer, schedule, step, every random
+generator, the tokenizer and the settings), so a run killed mid-way and resumed ends with exactly the
+weights of a run that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+from transformers import PreTrainedTokenizerFast
+
+from bertcourse.config import ModelConfig
+from bertcourse.errors import BertcourseError
+from bertcourse.model import GPT, BertForMLM, build_model
+
+CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_FORMAT = "bertcourse-pretrain-1"
+# Settings added after checkpoints were first written, with the value every older checkpoint ran with:
+# an older checkpoint still resumes, and one written with another value is refused.
+SETTING_DEFAULTS: dict[str, Any] = {"whole_word": False}
+
+
+class CheckpointError(BertcourseError):
+    """A checkpoint that cannot be read or does not belong to the run that tries to resume from it."""
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write to a temporary file in the same folder, then rename: a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    torch.save(state, staging)
+    os.replace(staging, path)
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Read a checkpoint, with an error naming the file if it is missing, damaged or not ours."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / CHECKPOINT_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no checkpoint to resume from (is --out the folder of an earlier run?)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many kinds for a truncated or foreign file
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: not a bertcourse pretraining checkpoint (format {CHECKPOINT_FORMAT!r})")
+    return state
+
+
+def check_compatible(path: Path, saved: dict, expected: dict) -> None:
+    """Refuse to resume with other settings, naming every setting that differs."""
+    differences = []
+    for key, value in expected.items():
+        theirs = saved.get(key, SETTING_DEFAULTS.get(key))
+        if key == "model_config" and isinstance(theirs, dict):
+            theirs = _as_current_config(theirs)
+            differences += [
+                f"model {k}: checkpoint {theirs.get(k)!r}, this run {v!r}"
+                for k, v in value.items()
+                if theirs.get(k) != v
+            ]
+        elif theirs != value:
+            differences.append(f"{key}: checkpoint {theirs!r}, this run {value!r}")
+    if differences:
+        raise CheckpointError(f"{path} does not match this run: " + "; ".join(differences))
+
+
+def _as_current_config(saved: dict) -> dict:
+    """A saved model config in today's fields (one saved before `arch` replaced `causal` resumes too)."""
+    try:
+        return ModelConfig.from_dict(saved).to_dict()
+    except (TypeError, ValueError):  # not a config this version can build: compared as it is
+        return saved
+
+
+def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertForMLM | GPT, Any]:
+    """The model and tokenizer saved in a pretraining checkpoint (for fine-tuning and lessons)."""
+    state = load_checkpoint(path)
+    config = ModelConfig.from_dict(state["settings"]["model_config"])
+    model = build_model(config)
+    model.load_state_dict(state["model"])
+    return model.to(device).eval(), tokenizer_from_json(state["tokenizer"])
+
+
+def tokenizer_from_json(text: str) -> PreTrainedTokenizerFast:
+    """The tokenizer a checkpoint saved (`tokenizer.backend_tokenizer.to_str()`), usable again."""
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(text),
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "CHECKPOINT_FORMAT",
+    "CheckpointError",
+    "save_checkpoint",
+    "load_checkpoint",
+    "check_compatible",
+    "load_pretrained",
+    "tokenizer_from_json",
+]
