@@ -8,11 +8,14 @@ tests must never skip silently in CI.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Shared test helpers live in tests/support/ and are imported by module name from every test folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
 # Before anything imports datasets/transformers: never reach for a hub in tests, and keep caches here.

@@ -6,7 +6,7 @@ scikit-learn and the official SQuAD script in tests/test_metrics.py), on random 
 on the edge cases that separate right from almost right. Each check aims at one property of the contract
 and is built so that other mistakes do not trip it (the label-set check accepts either orientation of the
 matrix; the per-class and averaging checks use data where every class is present and predicted, so no
-0/0 arises; tests/test_checks_ex05.py proves it per misconception). A side condition (an undefined MCC is
+0/0 arises; tests/checks/test_checks_ex05.py proves it per misconception). A side condition (an undefined MCC is
 0, the v1.1 empty-answer rule, the seed) is credited only with a valid result, so a stub scores 0.
 
 The bootstrap is checked against its exact distribution: resampling n examples of which k are right gives

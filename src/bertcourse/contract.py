@@ -1,7 +1,7 @@
 """Numbers that an exercise's written contract states, defined once.
 
 The notebook's visible tests and the hidden checks in `autograder/` both import them, so the two accept
-exactly the same answers (tests/test_checks_ex03.py proves it for every rule here).
+exactly the same answers (tests/checks/test_checks_ex03.py proves it for every rule here).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from bertcourse.grading import Grader, NotebookResult, infer_exercise
 from bertcourse.grading.sandbox import landlock_abi
 from bertcourse.grading.steps import canary_problem
 
-FIXTURE = Path(__file__).parent / "fixtures" / "grading"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "grading"
 SOURCE = FIXTURE / "solutions" / "toy" / "toy.ipynb"
 CHECKS = FIXTURE / "autograder" / "checks" / "toy.py"
 SECRET = "hidden-value-7c1f3e"  # defined only in the hidden check module

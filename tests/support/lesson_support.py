@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLOTTING = re.compile(r"\bplt\.|\bplot_\w+\(|\.imshow\(|\.subplots\(")
 
 

@@ -26,7 +26,7 @@ from bertcourse.course import load_course
 from bertcourse.grading import Grader
 from bertcourse.grading.sandbox import isolate
 
-FIXTURE = Path(__file__).parent / "fixtures" / "grading"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "grading"
 SOURCE = FIXTURE / "solutions" / "toy" / "toy.ipynb"
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 CMDLINE_MARKER = "cmdline-marker-5e1d0c"

@@ -1,6 +1,6 @@
 """Every lesson in course.yml runs top to bottom with the quick profile on the real data, every cell that
 draws shows its figure, and a second Run All in the same kernel still does. Lesson-specific tests read
-the same executed notebooks (tests/lesson_support.py)."""
+the same executed notebooks (tests/support/lesson_support.py)."""
 
 import ast
 import re

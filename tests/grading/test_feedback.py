@@ -156,7 +156,7 @@ def _record(**result):
 def test_outputs_are_withheld_when_student_code_ran_unconfined():
     from bertcourse.grading.feedback import render_feedback
 
-    notebook = Path(__file__).parent / "fixtures" / "course" / "solutions" / EXERCISE / "add.ipynb"
+    notebook = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "solutions" / EXERCISE / "add.ipynb"
     cells = [{"index": 1, "grade_id": "add", "status": "ok", "error": "", "output": "SECRET-FROM-THE-CHECKS"}]
     confined = render_feedback(_record(cells=cells), notebook)
     assert "SECRET-FROM-THE-CHECKS" in confined

@@ -15,7 +15,7 @@ from bertcourse.course import load_course
 from bertcourse.folders import content_files
 from bertcourse.notebook import colab_badge, contents_table, lesson_number, setup_cell_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(
     p.relative_to(ROOT).as_posix()
     for folder in ("lessons", "exercises", "solutions")

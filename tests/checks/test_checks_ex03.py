@@ -20,7 +20,7 @@ from bertcourse.authoring.proofs import run_check_module
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ROOT / "autograder/checks/ex03_tiny_bert.py"
 NOTEBOOK = ROOT / "solutions/ex03-tiny-bert/tiny_bert.ipynb"
 

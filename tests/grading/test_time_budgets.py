@@ -17,9 +17,9 @@ import pytest
 from bertcourse.course import CourseError, load_course, parse_course
 from bertcourse.grading import Grader
 
-FIXTURE = Path(__file__).parent / "fixtures" / "grading"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "grading"
 TOY = FIXTURE / "solutions" / "toy" / "toy.ipynb"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HANG = "def _hang(*args, **kwargs):\n    while True:\n        pass\n"
 STUBBORN = ("def _hang(*args, **kwargs):\n    import time\n    while True:\n        try:\n            time.sleep(10)\n"
             "        except BaseException:\n            pass\n")

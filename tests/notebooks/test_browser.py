@@ -24,7 +24,7 @@ import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LESSON = "lessons/00_data_and_tokenizer.ipynb"
 RELEASE = "exercises/ex01-masking/masking.ipynb"
 SOLVED = "solved/masking.ipynb"  # the solution notebook, as a student who solved it would have it

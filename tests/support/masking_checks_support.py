@@ -1,4 +1,4 @@
-"""Shared by the proofs of the masking exercises' hidden checks (tests/test_checks_ex01.py, ex02.py).
+"""Shared by the proofs of the masking exercises' hidden checks (tests/checks/test_checks_ex01.py, ex02.py).
 
 `run_checks` grades a source string with the real engine (worker, sandbox, judge) through
 `bertcourse.authoring.proofs`, so a proof here is a proof of what a student's notebook would get.
@@ -15,7 +15,7 @@ from typing import Any
 from bertcourse.authoring.proofs import run_check_module, shared_grader
 from bertcourse.authoring.proofs import run_checks as run_notebook
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKS_DIR = ROOT / "autograder" / "checks"
 
 

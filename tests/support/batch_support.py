@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bertcourse.course import Course, load_course
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "course"
 EXERCISE = "fx01-add"
 NOTEBOOK = "add.ipynb"

@@ -23,7 +23,7 @@ from batch_support import make_course, solution, submit, with_cells
 from bertcourse.course import load_course
 from bertcourse.grading import Grader
 
-FIXTURE = Path(__file__).parent / "fixtures" / "grading"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "grading"
 SOURCE = FIXTURE / "solutions" / "toy" / "toy.ipynb"
 
 
