@@ -210,3 +210,10 @@ def assert_uniform_replacements(ids: torch.Tensor, eligible: torch.Tensor, input
         f"often or too rarely" + (f"; {len(never)} never come up (e.g. ids {never[:5]})" if never else "")
         + f"; the most frequent: {sorted(off, key=lambda t: -t[1])[:3]} (id, count)")
     return trial
+
+
+def concept_answer(student, name: str) -> str:
+    """A concept question's answer as a lower-case letter: "B", " b " and "(b)" all read as b."""
+    value = student.value(name)
+    assert isinstance(value, str), f'`{name}` must be a string such as "a"'
+    return value.strip().lower().strip("()")

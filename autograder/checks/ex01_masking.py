@@ -33,6 +33,7 @@ from _common import (
     assert_uniform_replacements,
     call_masking,
     call_with_own_defaults,
+    concept_answer,
     kept_share_ok,
     kept_unlabelled,
     mask_share_ok,
@@ -356,31 +357,26 @@ def test_loss_is_a_0dim_tensor(student):
 # ----------------------------------------------------------------------------- concept questions
 
 
-def answer(student, name: str) -> str:
-    value = student.value(name)
-    assert isinstance(value, str), f"{name} must be a string such as 'a'"
-    return value.strip().lower().strip("()")
-
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q1: revisit which positions the MLM loss is computed on, and why")
 def test_q1_loss_positions(student):
-    assert answer(student, "answer_q1") == "b"
+    assert concept_answer(student, "answer_q1") == "b"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q2: revisit what the random and unchanged 10% shares are for")
 def test_q2_random_and_unchanged(student):
-    assert answer(student, "answer_q2") == "c"
+    assert concept_answer(student, "answer_q2") == "c"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q3: revisit what RoBERTa's ablations found about next-sentence prediction")
 def test_q3_roberta_nsp(student):
-    assert answer(student, "answer_q3") == "a"
+    assert concept_answer(student, "answer_q3") == "a"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q4: revisit why adding the token, position and segment embeddings loses nothing")
 def test_q4_summed_embeddings(student):
-    assert answer(student, "answer_q4") == "d"
+    assert concept_answer(student, "answer_q4") == "d"

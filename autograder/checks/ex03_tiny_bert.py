@@ -21,6 +21,7 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
+from _common import concept_answer
 
 from bertcourse.contract import PADDING_MASK_MAX
 from bertcourse.grading import StudentError
@@ -523,11 +524,6 @@ def test_head_training_updates_the_embedding(student):
 # ----------------------------------------------------------------------------- part 4: concepts
 
 
-def answer(student, name: str) -> str:
-    value = student.value(name)
-    assert isinstance(value, str), f'`{name}` must be a string such as "a"'
-    return value.strip().lower()
-
 
 @pytest.mark.check(
     cell="concepts_checks",
@@ -536,7 +532,7 @@ def answer(student, name: str) -> str:
     "the last layer's [CLS] vector",
 )
 def test_q1_cls_vector_not_untrained_pooler(student):
-    assert answer(student, "answer_q1") == "b"
+    assert concept_answer(student, "answer_q1") == "b"
 
 
 @pytest.mark.check(
@@ -545,14 +541,14 @@ def test_q1_cls_vector_not_untrained_pooler(student):
     feedback="Q2: think about what adding learned vectors does compared with concatenating them",
 )
 def test_q2_why_summing_embeddings_works(student):
-    assert answer(student, "answer_q2") == "c"
+    assert concept_answer(student, "answer_q2") == "c"
 
 
 @pytest.mark.check(
     cell="concepts_checks", points=1.0, feedback="Q3: think about what happens to a score of 0 after the softmax"
 )
 def test_q3_why_add_the_mask(student):
-    assert answer(student, "answer_q3") == "a"
+    assert concept_answer(student, "answer_q3") == "a"
 
 
 @pytest.mark.check(
@@ -561,4 +557,4 @@ def test_q3_why_add_the_mask(student):
     feedback="Q4: compare the cost of the vocabulary projection with the rest of a tiny model",
 )
 def test_q4_why_logits_only_at_selected_positions(student):
-    assert answer(student, "answer_q4") == "d"
+    assert concept_answer(student, "answer_q4") == "d"

@@ -22,7 +22,7 @@ import random
 
 import pytest
 import torch
-from _common import binomial_range
+from _common import binomial_range, concept_answer
 
 from bertcourse import metrics as reference
 
@@ -537,32 +537,27 @@ def test_bootstrap_seed(student):
 # ----------------------------------------------------------------------------- part 7: concepts
 
 
-def answer(student, name: str) -> str:
-    value = student.value(name)
-    assert isinstance(value, str), f'`{name}` must be a string such as "a"'
-    return value.strip().lower().strip("()")
-
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q1: look at the label balance of CoLA and MRPC, and at what a constant answer scores")
 def test_q1_glue_metric_choice(student):
-    assert answer(student, "answer_q1") == "c"
+    assert concept_answer(student, "answer_q1") == "c"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q2: ask which average lets each class count the same, whatever its size")
 def test_q2_macro_vs_micro_under_imbalance(student):
-    assert answer(student, "answer_q2") == "b"
+    assert concept_answer(student, "answer_q2") == "b"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q3: think of a user who can run the tests on several generated programs")
 def test_q3_pass_at_k_vs_single_sample(student):
-    assert answer(student, "answer_q3") == "d"
+    assert concept_answer(student, "answer_q3") == "d"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q4: ask which source of randomness resampling the test sentences does, and does not, "
                    "capture")
 def test_q4_what_an_interval_on_872_sentences_tells(student):
-    assert answer(student, "answer_q4") == "b"
+    assert concept_answer(student, "answer_q4") == "b"

@@ -4,15 +4,14 @@ several correct implementations (different budget loops and orders of random dra
 from __future__ import annotations
 
 import pytest
-from masking_checks_support import (
-    ROOT,
+from check_proofs import (
     assert_caught,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_release_scores_zero,
     assert_scores_zero,
     checks_of,
-    run_notebook,
+    failure_message,
     wrong_entry,
 )
 
@@ -328,10 +327,10 @@ def test_release_scores_zero():
     assert_release_scores_zero("exercises/ex02-whole-word-masking/whole_word_masking.ipynb", "ex02-whole-word-masking")
 
 
+
+
 def message(source: str, check: str) -> str:
-    result = run_notebook(ROOT / CHECKS, source)
-    assert check in result.failed_checks(), check
-    return result.check(check).message
+    return failure_message(CHECKS, source, check)
 
 
 def test_why_reports_what_was_observed():
@@ -349,7 +348,7 @@ def test_visible_bounds_contain_the_hidden_range():
     """Visible and hidden checks agree (issue 15, section 5): on the visible batch, every correct answer the
     hidden checks accept passes the visible budget, coverage and share tests."""
     import torch
-    from masking_checks_support import assert_contains_hidden_range, visible_bounds, visible_cell
+    from check_proofs import assert_contains_hidden_range, visible_bounds, visible_cell
 
     source = visible_cell("solutions/ex02-whole-word-masking/whole_word_masking.ipynb", "whole_word_mask_checks")
     recipe = ("rows, width = 300, 64", "lengths = torch.randint(1, 4, (20,), generator=g)",

@@ -519,7 +519,7 @@ def part_of(check: str) -> str:
 
 
 def test_check_points_add_up_to_the_autograded_cells():
-    from masking_checks_support import checks_of
+    from check_proofs import checks_of
 
     checks = checks_of("autograder/checks/ex03_tiny_bert.py")
     cells = json.loads(NOTEBOOK.read_text())["cells"]
@@ -535,7 +535,7 @@ def test_check_points_add_up_to_the_autograded_cells():
 
 
 def test_every_check_is_the_target_of_a_misconception():
-    from masking_checks_support import checks_of
+    from check_proofs import checks_of
 
     targeted = set().union(*(expected for _, expected in WRONG.values()))
     assert set(checks_of("autograder/checks/ex03_tiny_bert.py")) == targeted

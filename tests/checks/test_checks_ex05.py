@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from masking_checks_support import (
+from check_proofs import (
     ROOT,
     assert_caught,
     assert_every_check_targeted,

@@ -1,4 +1,4 @@
-"""Shared by the proofs of the masking exercises' hidden checks (tests/checks/test_checks_ex01.py, ex02.py).
+"""Shared by the proofs of the exercises' hidden checks (tests/checks/test_checks_ex*.py).
 
 `run_checks` grades a source string with the real engine (worker, sandbox, judge) through
 `bertcourse.authoring.proofs`, so a proof here is a proof of what a student's notebook would get.
@@ -131,3 +131,10 @@ def assert_contains_hidden_range(bounds: tuple[float, float], trials: int, p: fl
     assert bounds[0] < lo / trials - slack and hi / trials + slack < bounds[1], (
         f"visible bounds {bounds} do not contain the hidden range [{lo / trials:.4f}, {hi / trials:.4f}] "
         f"at {trials} trials")
+
+
+def failure_message(check_module: str, source: str, check: str) -> str:
+    """The student-facing reason `check` gives for `source`, which must fail it."""
+    result = run_notebook(ROOT / check_module, source)
+    assert check in result.failed_checks(), check
+    return result.check(check).message
