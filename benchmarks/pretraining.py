@@ -20,11 +20,21 @@ fraction of the matmul rate says how well the FLOPs it does run use the hardware
     .venv/bin/python benchmarks/pretraining.py --threads 1
     .venv/bin/python benchmarks/pretraining.py --dropout 0.1    # with BERT's original dropout
     .venv/bin/python benchmarks/pretraining.py --profile cpu-quick --rounds 3
+
+`--precision` times something else: the course model's training step in fp32 against the same step
+under bf16 autocast, as `bertcourse pretrain --precision fp32 / bf16` runs it (forward and loss under
+autocast, backward, gradient clipping, fused AdamW), two copies of one initialisation on the same
+batches, alternating fp32 and bf16 within each round (which goes first alternates too). The speed-up is
+the median of the per-round ratios, the number to quote on a shared machine; the milliseconds are medians.
+
+    .venv/bin/python benchmarks/pretraining.py --precision --threads 1              # the cpu profile's BERT
+    .venv/bin/python benchmarks/pretraining.py --precision --threads 1 --arch gpt
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -34,8 +44,10 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, 
 
 from bertcourse.course import load_course
 from bertcourse.masking import mask_tokens
-from bertcourse.model import BertForMLM, ModelConfig
+from bertcourse.model import BertForMLM, ModelConfig, build_model
 from bertcourse.model_support import hf_bert_config
+from bertcourse.objectives import next_token_labels
+from bertcourse.train import autocast_dtype, cpu_has_native_bf16
 
 SPECIAL_IDS = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
 
@@ -89,16 +101,21 @@ def make_batches(config: ModelConfig, batch_size: int, n: int, seed: int = 0) ->
 
 
 class Runner:
-    """One model + AdamW; `step(batch)` is one full training step."""
+    """One model + AdamW; `step(batch)` is one full training step (autocast to `dtype` if given, and
+    gradient clipping to `grad_clip` if given, as `bertcourse pretrain` does)."""
 
-    def __init__(self, name: str, model: torch.nn.Module):
-        self.name, self.model = name, model.train()
+    def __init__(self, name: str, model: torch.nn.Module, dtype: torch.dtype | None = None,
+                 grad_clip: float | None = None):
+        self.name, self.model, self.dtype, self.grad_clip = name, model.train(), dtype, grad_clip
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # as bertcourse.train
 
     def step(self, batch: dict[str, torch.Tensor]) -> None:
-        loss = self.model(**batch).loss
+        with torch.autocast("cpu", dtype=self.dtype) if self.dtype else contextlib.nullcontext():
+            loss = self.model(**batch).loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         self.optimizer.step()
 
     def flops_per_step(self, batch: dict[str, torch.Tensor]) -> int:
@@ -114,6 +131,44 @@ class Runner:
         return (time.perf_counter() - start) / len(batches)
 
 
+def compare_precision(args: argparse.Namespace) -> int:
+    """ms per training step of the course model in fp32 and under bf16 autocast, alternating."""
+    profile = load_course().profile(args.profile)
+    overrides = {} if args.dropout is None else {"dropout": args.dropout}
+    config = profile.model.for_arch(args.arch, **overrides)
+    torch.manual_seed(0)
+    model = build_model(config)
+    twin = build_model(config)
+    twin.load_state_dict(model.state_dict())
+    runners = [Runner("fp32", model, None, profile.pretrain.grad_clip),
+               Runner("bf16", twin, torch.bfloat16, profile.pretrain.grad_clip)]
+    batches = make_batches(config, args.batch_size, args.steps)
+    if args.arch == "gpt":  # next-token targets at every real position, as bertcourse.objectives.NextToken
+        for batch in batches:
+            batch["input_ids"] = batch["input_ids"].where(batch["labels"] == -100, batch["labels"])
+            batch["labels"] = next_token_labels(batch["input_ids"], batch["attention_mask"])
+    auto = "bf16" if autocast_dtype("cpu", "auto") == torch.bfloat16 else "fp32"
+    print(
+        f"profile {args.profile}: {args.arch}, {config.n_layers} layers x {config.d_model}, "
+        f"vocab {config.vocab_size}, batch {args.batch_size} x {config.max_seq_len}, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}; "
+        f"native bf16 on this CPU: {cpu_has_native_bf16()} (--precision auto: {auto})"
+    )
+    for runner in runners:  # warm-up: first-call allocations and kernel choices
+        runner.step(batches[0])
+    step_time: dict[str, list[float]] = {runner.name: [] for runner in runners}
+    for round_ in range(args.rounds):
+        for runner in runners if round_ % 2 == 0 else runners[::-1]:
+            step_time[runner.name].append(runner.timed(batches))
+    for name, times in step_time.items():
+        print(f"{name}: {1000 * statistics.median(times):6.1f} ms/step median, best {1000 * min(times):6.1f}, "
+              f"per round {', '.join(f'{1000 * t:.0f}' for t in times)}")
+    speedups = [f / b for f, b in zip(step_time["fp32"], step_time["bf16"])]
+    print(f"speed-up (fp32 / bf16 time per step): {statistics.median(speedups):.2f}x "
+          f"(rounds {min(speedups):.2f}-{max(speedups):.2f}x, {args.rounds} rounds of {args.steps} steps)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", help="course.yml profile whose model size is used")
@@ -122,9 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="rounds of matmul rate + both models")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--dropout", type=float, default=None, help="override the profile's dropout (both models)")
+    parser.add_argument("--precision", action="store_true",
+                        help="time the course model in fp32 against bf16 autocast instead (no transformers)")
+    parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="with --precision: the model")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.precision:
+        return compare_precision(args)
     torch.manual_seed(0)
 
     from transformers import BertForMaskedLM

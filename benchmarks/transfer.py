@@ -51,9 +51,9 @@ from bertcourse.course import load_course  # noqa: E402
 from bertcourse.data import column, load_corpus, load_sst2  # noqa: E402
 from bertcourse.masking import collate_for_mlm, pad_batch  # noqa: E402
 from bertcourse.model import ModelConfig, build_model, extended_attention_mask  # noqa: E402
+from bertcourse.optim import adamw  # noqa: E402
 from bertcourse.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
 from bertcourse.train import (  # noqa: E402
-    _optimizer,
     batch_indices,
     eval_batches,
     evaluate,
@@ -251,7 +251,7 @@ def cmd_pretrain(args) -> None:
             saved = next(e for e in map(json.loads, (ROOT / "results.jsonl").read_text().splitlines())
                          if e.get("run") == args.init.parent.name and e.get("step") == step) | saved
         first, train_s, tokens = saved["step"], saved["train_s"], saved["tokens"]
-    optimizer = _optimizer(model, SimpleNamespace(learning_rate=args.lr, weight_decay=0.01))
+    optimizer = adamw(model, args.lr, 0.01, betas=(0.9, 0.98), eps=1e-6)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: schedule_factor(args, s))
     generator = torch.Generator().manual_seed(args.seed + 1 + first)
     for step in range(first + 1, first + args.steps + 1):
@@ -362,7 +362,7 @@ def cmd_speed(args) -> None:
     """ms per pretraining step, fp32 against bf16 autocast, alternating (the machine is shared)."""
     tokenizer = tokenizer_for(args.vocab)
     model = build_model(make_config(args, len(tokenizer)))
-    optimizer = _optimizer(model, SimpleNamespace(learning_rate=1e-3, weight_decay=0.01))
+    optimizer = adamw(model, 1e-3, 0.01, betas=(0.9, 0.98), eps=1e-6)
     ids = tokenize_sentences(tokenizer, corpus().train[:5000])
     data = pack_sentences(ids, args.seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id)
     generator = torch.Generator().manual_seed(0)

@@ -139,7 +139,7 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
         description="Pretrain on the real corpus with dynamic masking, AdamW, warm-up and cosine decay. "
         "Writes OUT/checkpoint.pt (periodically, atomically), OUT/metrics.json and OUT/loss_curve.png; "
         "--resume continues a killed run from its last checkpoint and ends where an uninterrupted run "
-        "would. Uses CUDA (with autocast), else Apple MPS, else the CPU.",
+        "would. Uses CUDA, else Apple MPS, else the CPU; autocasts as --precision says.",
     )
     _add_common_data_arguments(parser)
     parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="model to train (default: bert)")
@@ -153,8 +153,80 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA: faster)")
     parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
+                        help="what the training steps autocast to; auto = bf16 on CUDA (fp16 with loss scaling "
+                        "where bf16 is missing), bf16 on a CPU with native bf16 (AVX512-BF16/AMX), else fp32; "
+                        "fp16 on the CPU is refused; a resumed run keeps its precision (default: auto)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_runs("bertcourse.train", "pretrain_command"))
+
+
+def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "finetune",
+        help="fine-tune the pretrained BERT or GPT (or a fresh one) on SST-2: one run",
+        description="Train a sentence classifier (pooling + dropout + linear) on SST-2 in one regime: full "
+        "fine-tuning, a probe (frozen encoder, head only) or LoRA. Writes OUT/model.pt, OUT/metrics.json "
+        "(accuracy with its 95% interval, macro-F1, MCC, learning curve) and OUT/predictions.tsv; a folder "
+        "that already holds this very run is reused. Sizes come from the profile's finetune: block.",
+    )
+    _add_common_data_arguments(parser)
+    parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="model to fine-tune (default: bert)")
+    parser.add_argument("--regime", choices=["full", "probe", "lora"], default="full",
+                        help="what trains: everything, the head only, or LoRA adapters + head (default: full)")
+    parser.add_argument("--init", choices=["pretrained", "scratch"], default="pretrained",
+                        help="start from the pretraining checkpoint or from random weights (default: pretrained)")
+    parser.add_argument("--pooling", choices=["cls", "last", "mean"],
+                        help="sentence vector: [CLS], last real token, mean (default: cls for bert, last for gpt)")
+    parser.add_argument("--pretrained", help="pretraining checkpoint (default: runs/pretrain-ARCH-PROFILE)")
+    parser.add_argument("--out", help="output folder (default: runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--max-steps", type=int, help="stop after this many steps (a quick try)")
+    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
+                        help="autocast precision, as for pretrain (default: auto)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=_runs("bertcourse.finetune", "finetune_command"))
+
+
+def _add_compare(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="the headline experiment: BERT vs its parameter-matched GPT on SST-2, reported like a paper",
+        description="Pretrain what RUNS does not hold yet (resuming a killed pretraining), then fine-tune "
+        "BERT and GPT x {full, probe, lora} x {pretrained, scratch} x seeds, fit the majority and TF-IDF + LR "
+        "baselines on the same rows, and write OUT/results.json, results.md (mean ± sd over seeds, 95% "
+        "bootstrap intervals, macro-F1, MCC, paired tests, pretraining cost), accuracy.png, "
+        "learning_curves.png and confusion_matrices.png. Finished runs are reused: a killed compare resumes.",
+    )
+    _add_common_data_arguments(parser)
+    parser.add_argument("--seeds", type=int, help="seeds per row (default: the profile's finetune.seeds)")
+    parser.add_argument("--out", help="report folder (default: results/sst2-PROFILE)")
+    parser.add_argument("--runs-dir", default="runs",
+                        help="folder of the pretraining and fine-tuning runs (default: runs)")
+    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
+                        help="the fine-tuning runs' autocast precision, as for finetune (default: auto)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.set_defaults(handler=_runs("bertcourse.compare", "compare_command"))
+
+
+def _add_evaluate(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="score a fine-tuned classifier on a labelled file, or classify sentences given here",
+        description="Score CHECKPOINT (a finetune run folder or its model.pt) on --data, a .tsv (with a "
+        "header), .parquet or .jsonl file with `sentence` and `label` (0/1) columns: prints accuracy with "
+        "its 95% bootstrap interval, macro-F1 and MCC, and writes one prediction per sentence. --text "
+        "classifies sentences without labels (prints label and probability).",
+    )
+    parser.add_argument("checkpoint", metavar="CHECKPOINT", help="a finetune run folder or its model.pt")
+    parser.add_argument("--data", metavar="FILE", help="labelled sentences to score")
+    parser.add_argument("--out", metavar="FILE", help="predictions for --data (default: predictions.tsv)")
+    parser.add_argument("--text", action="append", metavar="SENTENCE",
+                        help="a sentence to classify (repeatable)")
+    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
+    parser.set_defaults(handler=_runs("bertcourse.score_file", "evaluate_command"))
 
 
 # Each entry adds one subcommand. Later parts of the course add theirs here.
@@ -165,6 +237,9 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_check,
     _add_grade,
     _add_pretrain,
+    _add_finetune,
+    _add_compare,
+    _add_evaluate,
 ]
 
 

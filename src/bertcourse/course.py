@@ -76,14 +76,40 @@ class PretrainSpec:
 
 
 @dataclass(frozen=True)
+class FinetuneSpec:
+    """How `bertcourse finetune` / `compare` train a classifier on SST-2 in this profile."""
+
+    max_seq_len: int  # tokens per sentence, [CLS] and [SEP] included (longer ones are cut)
+    batch_size: int
+    epochs: int  # passes over the training rows (full and LoRA); the probe's head takes probe_epochs
+    learning_rate: dict[str, float]  # by regime: full, lora, probe
+    seeds: int  # runs per row of `compare`'s table
+    train_rows: int | None = None  # a fixed random subset of SST-2 train; None: all 67,349 phrases
+    warmup_fraction: float = 0.1  # linear warm-up over this share of the steps, then linear decay to 0
+    weight_decay: float = 0.01
+    dropout: float = 0.1  # the classifier head's dropout (the encoder keeps its profile's)
+    probe_epochs: int = 20
+    lora_rank: int = 8
+    lora_alpha: int = 16
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
     vocab_size: int
     model: ModelConfig  # the profile's BERT; `model.for_arch("gpt")` is its parameter-matched GPT
     pretrain: PretrainSpec
+    finetune: FinetuneSpec | None = None  # SST-2 fine-tuning (lesson 4, compare); see `finetuning()`
     # the sizes of the lessons' own experiments, by lesson id: {"lesson02-wwm": {"training_steps": 20}}
     lesson_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def finetuning(self) -> FinetuneSpec:
+        """The profile's `finetune:` block; a profile without one cannot fine-tune (fixtures, older courses)."""
+        if self.finetune is None:
+            raise CourseError(f"profile {self.name!r} has no finetune: block in course.yml (batch_size, epochs, "
+                              "learning_rate by regime, ...): it cannot fine-tune")
+        return self.finetune
 
     def sizes(self, lesson_id: str) -> dict[str, int]:
         """The numbers lesson `lesson_id` runs with in this profile (course.yml, profiles.NAME.lesson_sizes)."""

@@ -178,6 +178,28 @@ def validate_sst2(dataset: datasets.Dataset, origin: Path | str) -> datasets.Dat
     return dataset
 
 
+def read_labelled_file(path: str | Path) -> datasets.Dataset:
+    """A user's own labelled sentences, checked as SST-2 is: columns `sentence` and `label` (0/1).
+
+    `.tsv` (with a header line), `.parquet` or `.jsonl`. Errors name the file, and the line or row that is
+    wrong; nothing is dropped. `bertcourse evaluate` reads its --data through this.
+    """
+    path = Path(path)
+    if path.suffix not in SST2_EXTENSIONS:
+        raise DataError(f"{path}: unknown file type {path.suffix or '(none)'!r}; use {', '.join(SST2_EXTENSIONS)}")
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    if path.suffix != ".parquet":  # datasets' own word for an empty text file is 'Instruction "train" ...'
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = sum(1 for line in f if line.strip())
+        if lines <= (1 if path.suffix == ".tsv" else 0):
+            raise DataError(f"{path}: no rows" + (" after the header" if path.suffix == ".tsv" else ""))
+    dataset = validate_sst2(_read_local_table(path), path)
+    if len(dataset) == 0:
+        raise DataError(f"{path}: no rows")
+    return dataset
+
+
 def load_sst2(
     split: str = "train",
     data_dir: str | Path | None = None,

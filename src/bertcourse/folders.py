@@ -1,5 +1,6 @@
 """Folders: which files in a course folder are content (the one rule for every place the course scans
-folders), and where the course caches what it prepares.
+folders), where the course caches what it prepares, and how it writes a file that no reader ever sees
+half-written (`write_atomic`).
 
 Editors and operating systems leave files next to a notebook: JupyterLab's `.ipynb_checkpoints/`
 (a stale copy of every notebook opened), Python's `__pycache__/`, macOS's `.DS_Store` and `._*`
@@ -11,6 +12,7 @@ listings all skip them by asking `is_artefact`.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 _ARTEFACT_NAMES = frozenset({"__pycache__", "Thumbs.db", "desktop.ini"})
@@ -41,3 +43,18 @@ def content_files(folder: Path, pattern: str = "*", recursive: bool = True) -> l
         here = Path(parent)
         found.extend(here / name for name in files if not is_artefact(name) and Path(name).match(pattern))
     return sorted(found)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader (or a killed batch or run) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

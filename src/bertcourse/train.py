@@ -6,7 +6,8 @@ adds over a textbook loop is what a real run needs:
 - the objective owns the targets (`bertcourse.objectives`): BERT's batches are masked afresh every time
   a row is drawn (dynamic masking, RoBERTa), token by token or by whole words (`whole_word`), from a
   generator whose state is saved; the GPT's are shifted by one;
-- AdamW with linear warm-up and cosine decay, gradient clipping, autocast on CUDA;
+- AdamW with linear warm-up and cosine decay, gradient clipping, and autocast where it pays: bf16 (or fp16
+  with a gradient scaler) on CUDA, bf16 on a CPU that computes bf16 in hardware (`autocast_dtype`);
 - a fixed held-out evaluation (500 sentences, masks drawn once) so evaluations are comparable
   (`bertcourse.pretrain_eval`);
 - atomic checkpoints holding everything the next step depends on (`bertcourse.checkpoint`): a run killed
@@ -18,9 +19,9 @@ This module and the command are where course.yml's profile is read; the modules 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,9 +43,11 @@ from bertcourse.checkpoint import (
 from bertcourse.config import ARCHITECTURES, ModelConfig
 from bertcourse.course import Course, load_course, resolve_profile
 from bertcourse.data import load_corpus
+from bertcourse.devices import autocast_dtype, pick_device, precision_name
 from bertcourse.errors import BertcourseError
 from bertcourse.model import GPT, BertForMLM, build_model, describe
 from bertcourse.objectives import Objective, eval_batches, objective_class
+from bertcourse.optim import adamw, lr_factor
 from bertcourse.packing import PackedData, batch_indices, pack_sentences, tokenize, tokenize_prefix, tokenize_sentences
 from bertcourse.plotting import plot_history
 from bertcourse.pretrain_eval import evaluate, unigram_baseline
@@ -71,6 +74,7 @@ class PretrainOptions:
     stop_after: int | None = None  # stop abruptly after this step, as if killed (tests and demos)
     model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. {"dropout": 0.1}
     whole_word: bool = False  # BERT only: mask whole words (bertcourse.masking.whole_word_mask)
+    precision: str = "auto"  # auto, bf16, fp16 or fp32: what the steps autocast to (`autocast_dtype`)
 
 
 @dataclass
@@ -87,36 +91,22 @@ class PretrainResult:
     objective: Objective | None = None  # what the model was trained to predict
 
 
-def pick_device(requested: str | None = None) -> torch.device:
-    """CUDA if present, else Apple's MPS, else the CPU (or what was asked for)."""
-    if requested:
-        return torch.device(requested)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+def _run_precision(requested: str, device: torch.device, saved: dict | None, path: Path) -> str:
+    """The precision this run trains in: a resumed run keeps the one it started with."""
+    autocast_dtype(device, requested)  # refuses an unknown or unsupported one before any work
+    if saved is None:
+        return precision_name(autocast_dtype(device, requested))
+    started = saved["settings"].get("precision") or _legacy_precision(device)
+    if requested not in ("auto", started):
+        raise CheckpointError(f"{path}: this run was started in {started}; resume it with --precision {started} "
+                              f"(or auto), not {requested}")
+    autocast_dtype(device, started)  # e.g. an fp16 run started on CUDA cannot go on on the CPU
+    return started
 
 
-def lr_factor(step: int, warmup_steps: int, max_steps: int, final_fraction: float = 0.1) -> float:
-    """Linear warm-up to the peak, then cosine decay to `final_fraction` of it at max_steps."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min((step - warmup_steps) / max(max_steps - warmup_steps, 1), 1.0)
-    return final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def _optimizer(model: torch.nn.Module, spec: Any) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (biases and LayerNorm gains are not decayed).
-
-    The fused implementation updates all parameters in one kernel: on the CPU it takes a quarter of the
-    time of the default one, which matters for a model this small (benchmarks/README.md).
-    """
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = next(model.parameters()).device.type in ("cpu", "cuda")
-    return torch.optim.AdamW(groups, lr=spec.learning_rate, betas=(0.9, 0.98), eps=1e-6, fused=fused)
+def _legacy_precision(device: torch.device) -> str:
+    """What a checkpoint written before the precision setting trained in: autocast on CUDA, fp32 elsewhere."""
+    return precision_name(autocast_dtype(device, "auto")) if device.type == "cuda" else "fp32"
 
 
 def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_steps: int) -> dict:
@@ -133,6 +123,7 @@ def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_step
         "warmup_steps": spec.warmup_steps,
         "weight_decay": spec.weight_decay,
         "grad_clip": spec.grad_clip,
+        "precision": options.precision,
     }
 
 
@@ -181,6 +172,8 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         saved = load_checkpoint(checkpoint_path)
     elif checkpoint_path.exists():
         raise CheckpointError(f"{checkpoint_path} exists: pass --resume to continue it or choose another --out")
+    options = replace(options, precision=_run_precision(options.precision, device, saved, checkpoint_path))
+    amp_dtype = autocast_dtype(device, options.precision)  # a concrete name by now: bf16, fp16 or fp32
 
     if tokenizer is None and saved is not None:
         tokenizer = tokenizer_from_json(saved["tokenizer"])
@@ -191,7 +184,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
     settings = _settings(options, config, spec, max_steps)
     if saved is not None:
-        check_compatible(checkpoint_path, saved["settings"], settings)
+        check_compatible(checkpoint_path, {"precision": options.precision, **saved["settings"]}, settings)
         if saved["tokenizer"] != tokenizer.backend_tokenizer.to_str():
             raise CheckpointError(f"{checkpoint_path}: its tokenizer differs from this run's tokenizer")
 
@@ -206,12 +199,10 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     # ---- model, optimizer, schedule, random generators
     torch.manual_seed(options.seed)
     model = build_model(config).to(device)
-    optimizer = _optimizer(model, spec)
+    optimizer = adamw(model, spec.learning_rate, spec.weight_decay, betas=(0.9, 0.98), eps=1e-6)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, spec.warmup_steps, max_steps))
     masking_generator = torch.Generator().manual_seed(options.seed + 1)
-    use_autocast = device.type == "cuda"
-    amp_dtype = torch.bfloat16 if use_autocast and torch.cuda.is_bf16_supported() else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=use_autocast and amp_dtype == torch.float16)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)  # fp16 only: bf16 needs none
     history: dict[str, list] = {"step": [], "loss": [], "lr": [], "eval_step": [], "eval_loss": [], "eval_accuracy": []}
     step = 0
     if saved is not None:
@@ -243,6 +234,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
             },
             "tokenizer": tokenizer.backend_tokenizer.to_str(),
             "history": history,
+            "cost": cost(),
         }
 
     other = next(arch for arch in ARCHITECTURES if arch != options.arch)
@@ -250,19 +242,27 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         twin = build_model(profile.model.for_arch(other, vocab_size=len(tokenizer)))
     print(f"{describe(model)} (its {other} counterpart: {sum(p.numel() for p in twin.parameters()):,})")
     print(
-        f"pretraining {options.arch} on {device}: {n_sentences:,} sentences packed into {len(train_data):,} "
-        f"blocks of <= {config.max_seq_len} tokens ({train_data.n_tokens:,} tokens), "
+        f"pretraining {options.arch} on {device} in {options.precision}: {n_sentences:,} sentences packed into "
+        f"{len(train_data):,} blocks of <= {config.max_seq_len} tokens ({train_data.n_tokens:,} tokens), "
         f"{max_steps} steps of {spec.batch_size} blocks" + (", whole-word masking" if options.whole_word else "")
     )
     model.train()
     bar = tqdm(total=max_steps, initial=step, desc=f"pretrain {options.arch}", disable=not options.progress)
     started, tokens_seen = time.perf_counter(), 0
+    # what the run spent before a resume (a checkpoint older than this record: counted from its step on)
+    earlier = (saved or {}).get("cost") or {"tokens_seen": 0, "train_seconds": 0.0, "counted_from_step": step}
+
+    def cost() -> dict:
+        """Tokens (real ones, specials included) and loop seconds behind the model so far, across resumes."""
+        return {**earlier, "tokens_seen": earlier["tokens_seen"] + tokens_seen,
+                "train_seconds": round(earlier["train_seconds"] + time.perf_counter() - started, 1)}
+
     while step < max_steps:
         step += 1
         indices = batch_indices(step, len(train_data), spec.batch_size, options.seed)
         batch = objective.batch(train_data, indices, masking_generator)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=use_autocast):
+        with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
             loss = objective.loss(forward, batch)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
@@ -293,18 +293,22 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     bar.close()
 
     final = evaluate(model, heldout, device)
-    write_report(out_dir, history, final, options, model)
+    write_report(out_dir, history, final, options, model, cost=cost())
     return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout, objective)
 
 
-def write_report(out_dir: Path, history: dict, final: dict, options: PretrainOptions, model: torch.nn.Module) -> None:
-    """metrics.json and loss_curve.png next to the checkpoint."""
+def write_report(out_dir: Path, history: dict, final: dict, options: PretrainOptions, model: torch.nn.Module,
+                 cost: dict | None = None) -> None:
+    """metrics.json and loss_curve.png next to the checkpoint; `cost` ({"tokens_seen", "train_seconds"}, summed
+    over resumes) is what `bertcourse compare` reports as the pretraining's price next to the accuracy."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = {
         "arch": options.arch,
         "profile": options.profile,
         "parameters": sum(p.numel() for p in model.parameters()),
+        "precision": options.precision,
         "final_eval": final,
+        **(cost or {}),
         "history": history,
     }
     if options.whole_word:
@@ -334,6 +338,7 @@ def pretrain_command(args: Any) -> int:
         progress=not args.no_progress,
         model_overrides={} if args.dropout is None else {"dropout": args.dropout},
         whole_word=args.whole_word,
+        precision=args.precision,
     )
     if options.max_steps is not None and options.max_steps < 1:
         raise BertcourseError(f"--max-steps must be at least 1, got {options.max_steps}")
@@ -356,6 +361,7 @@ __all__ = [  # the loop's own names, and the pieces' names that scripts and less
     "pretrain",
     "pretrain_command",
     "pick_device",
+    "autocast_dtype",
     "pack_sentences",
     "tokenize_sentences",
     "tokenize_prefix",

@@ -148,3 +148,41 @@ def test_filled_in_examples_show_the_whole_mask(data_dir):
         shown = ast.literal_eval(line.strip())
         assert shown.count("[MASK]") == 1 and "[MAS" not in shown.replace("[MASK]", ""), shown
         assert not shown.removeprefix("... ").startswith("##"), shown  # cut between words, not inside one
+
+
+def test_lesson_4_takes_its_code_from_the_package_and_its_sizes_from_course_yml():
+    """Lesson 4 runs the package's experiment (`compare`) and heads, and reads its probe size from course.yml."""
+    number = next(i for i, lesson in enumerate(LESSONS) if lesson.id == "lesson04-finetuning")
+    code = "\n".join(cell.source for cell in lesson_notebook(number).cells if cell.cell_type == "code")
+    assert 'spec.sizes("lesson04-finetuning")' in code
+    for name in load_course(ROOT).profile("cpu").sizes("lesson04-finetuning"):
+        assert f'SIZES["{name}"]' in code, f"lesson 4 does not use course.yml's {name}"
+    assert "compare(PROFILE" in code and "from bertcourse.heads import" in code
+    for own_loop in ("optim.", "lr_scheduler", "clip_grad_norm_", "def best_span", "def align_word_labels"):
+        assert own_loop not in code, f"lesson 4 copies package code ({own_loop})"
+
+
+@pytest.mark.slow
+def test_lesson_4_prints_what_its_run_measured(data_dir):
+    """The pooling table, the checks against transformers and the verdict on pretraining are the run's own."""
+    import json
+    import os
+
+    number = next(i for i, lesson in enumerate(LESSONS) if lesson.id == "lesson04-finetuning")
+    text = printed_text(executed_lesson(LESSONS[number].notebook, data_dir))
+    rules = r"(last_token_pool|position -1|mask\.sum\(1\) - 1)\s+(right|left)\s+\[[\d, ]+\]\s+(True|False)$"
+    table = {(rule, side): ok for rule, side, ok in re.findall(rules, text, re.M)}
+    assert table == {("last_token_pool", "right"): "True", ("last_token_pool", "left"): "True",
+                     ("position -1", "right"): "False", ("position -1", "left"): "True",
+                     ("mask.sum(1) - 1", "right"): "True", ("mask.sum(1) - 1", "left"): "False"}
+    assert text.count("our pooling gives transformers' logits: True") == 2
+    assert "pad = eos: transformers' logits are those of position [1]" in text
+    assert "LoRA starts from the pretrained function (same sentence vectors before training): True" in text
+    assert "back to characters 58-67: 'Anna Berg'" in text
+    profile = os.environ.get("BERTCOURSE_PROFILE") or "cpu-quick"  # the profile lesson_support runs it with
+    results = json.loads((ROOT / "results" / f"sst2-{profile}" / "results.json").read_text())
+    significant = [t for t in results["tests"] if t["kind"] == "pretrained vs scratch" and t["p_holm"] < 0.05]
+    helped = ", ".join(t["a"] for t in significant if t["difference"] > 0) or "no row"
+    hurt = ", ".join(t["a"] for t in significant if t["difference"] < 0) or "no row"
+    assert f"this run: pretraining helps, beyond the noise, in: {helped}\n" in text
+    assert f"this run: the scratch model is ahead, beyond the noise, of: {hurt}\n" in text

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcourse.course import Course, load_course
-from bertcourse.grading.atomic import write_atomic
+from bertcourse.folders import write_atomic
 from bertcourse.grading.exercises import exercise_cells
 from bertcourse.grading.feedback import feedback_exists, write_feedback
 from bertcourse.grading.gradebook import (

@@ -30,7 +30,7 @@ from pygments import lex
 from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
-from bertcourse.grading.atomic import write_atomic
+from bertcourse.folders import write_atomic
 from bertcourse.grading.records import Record
 from bertcourse.grading.report import check_label, shared_messages
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcourse.course import Exercise
-from bertcourse.grading.atomic import write_atomic
+from bertcourse.folders import write_atomic
 from bertcourse.grading.results import NotebookResult, PartScore
 
 RESULT_NAME = "bertcourse-result.json"

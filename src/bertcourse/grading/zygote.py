@@ -18,6 +18,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 from typing import Any
 
 from bertcourse.grading.protocol import Channel
@@ -137,6 +138,9 @@ def _start_worker(fd: int, request: dict[str, Any], report_fd: int) -> None:
     os.chdir(work_dir)
     os.environ.clear()
     os.environ.update(request["env"])
+    # tempfile caches the temporary folder the zygote found (its own scratch, not writable here): forget it,
+    # so that the worker's TMPDIR counts (torch.optim imports torch._dynamo, which makes a cache folder there)
+    tempfile.tempdir = None
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     log = os.open(os.path.join(work_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -1,0 +1,253 @@
+"""Heads for the other fine-tuning tasks (lesson 4, section 6): sentence pairs, token labels, answer spans.
+
+A pretrained encoder gives one vector per token. What changes from task to task is only which vectors a
+head reads and what it predicts from them:
+
+- **sentence pairs** (NLI, paraphrase): the pair is ONE input `[CLS] A [SEP] B [SEP]`, segment id 0 on
+  `[CLS] A [SEP]` and 1 on `B [SEP]`, so that attention compares the two sentences in every layer; the
+  head is the sentence classifier of `bertcourse.classifier` reading `[CLS]` (`encode_pairs` builds the
+  input with the course tokenizer's own pair template);
+- **token classification** (NER, POS tags): a linear layer on every token. Labels belong to words but
+  the model sees pieces, so a word's label goes on its FIRST piece and the other pieces get -100, the
+  label cross-entropy ignores (`align_word_labels`): each word then counts once in the loss and in the
+  scores, however many pieces the tokenizer cut it into;
+- **extractive QA** (SQuAD): `[CLS] question [SEP] context [SEP]`, and a linear layer giving every token
+  a start and an end score. The answer is the span (start <= end, at most `max_answer_tokens` tokens,
+  both ends inside the context) with the highest start + end score (`best_span`), turned back into the
+  context's characters with the tokenizer's offsets (`span_to_chars`): the answer is a piece of the
+  original text, not of the lower-cased, split pieces.
+
+Shapes: B batch, S sequence, D d_model, L labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+IGNORE_INDEX = -100  # the label the loss skips (PyTorch's cross_entropy default)
+
+
+# ----------------------------------------------------------------------------- sentence pairs
+
+
+def encode_pairs(tokenizer: Any, first: Sequence[str], second: Sequence[str], max_length: int) -> Any:
+    """`[CLS] A [SEP] B [SEP]` rows with segment ids 0/1, padded, as tensors (a `BatchEncoding`).
+
+    Over-long pairs are cut from the longer sentence first (`truncation=True`, i.e. longest_first), so
+    neither sentence disappears entirely. Feed `input_ids`, `attention_mask` and `token_type_ids` to a
+    `bertcourse.classifier.SequenceClassifier` on a BERT. Segment ids are asked for explicitly: a
+    tokenizer rebuilt from a checkpoint's JSON (`tokenizer_from_json`) does not return them by default.
+    """
+    if len(first) != len(second):
+        raise ValueError(f"{len(first)} first sentences but {len(second)} second sentences")
+    return tokenizer(list(first), list(second), truncation=True, max_length=max_length, padding=True,
+                     return_token_type_ids=True, return_tensors="pt")
+
+
+# ----------------------------------------------------------------------------- token classification
+
+
+def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
+    """One label per token: word w's label on its first piece, -100 on its other pieces and on special tokens.
+
+    `word_ids` is a tokenizer's `word_ids(row)` (None for `[CLS]`, `[SEP]`, padding).
+    """
+    labels, previous = [], None
+    for word in word_ids:
+        if word is None or word == previous:
+            labels.append(IGNORE_INDEX)
+        else:
+            if not 0 <= word < len(word_labels):
+                raise ValueError(f"word id {word} but only {len(word_labels)} word labels")
+            labels.append(int(word_labels[word]))
+        previous = word
+    return labels
+
+
+def encode_tagged_words(tokenizer: Any, words: Sequence[Sequence[str]], tags: Sequence[Sequence[int]] | None = None,
+                        max_length: int = 128) -> Any:
+    """Pre-split sentences (a list of words each) as padded tensors; with `tags` (one per word), `labels` too.
+
+    Words cut off by `max_length` lose their labels with their pieces; every kept word keeps its own.
+    """
+    encoding = tokenizer([list(w) for w in words], is_split_into_words=True, truncation=True,
+                         max_length=max_length, padding=True, return_tensors="pt")
+    if tags is not None:
+        if len(tags) != len(words):
+            raise ValueError(f"{len(words)} sentences but {len(tags)} tag lists")
+        for row, (sentence, row_tags) in enumerate(zip(words, tags)):
+            if len(sentence) != len(row_tags):
+                raise ValueError(f"sentence {row}: {len(sentence)} words but {len(row_tags)} tags")
+        encoding["labels"] = torch.tensor([align_word_labels(encoding.word_ids(row), tags[row])
+                                           for row in range(len(words))])
+    return encoding
+
+
+class TokenClassifierOutput(NamedTuple):
+    """`loss` (mean cross-entropy over the labelled tokens, None without labels), `logits` [B, S, L]."""
+
+    loss: torch.Tensor | None
+    logits: torch.Tensor
+
+
+class TokenClassifier(nn.Module):
+    """encoder -> dropout -> linear at every position; the loss skips tokens labelled -100."""
+
+    def __init__(self, encoder: nn.Module, n_labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(encoder.config.d_model, n_labels)
+        nn.init.normal_(self.classifier.weight, std=0.02)
+        nn.init.zeros_(self.classifier.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None) -> TokenClassifierOutput:
+        """Token ids and mask [B, S] -> logits [B, S, L]; labels [B, S] (-100: not scored) give the loss."""
+        hidden = self.encoder.encode(input_ids, attention_mask, token_type_ids)  # [B, S, D]
+        logits = self.classifier(self.dropout(hidden)).float()  # [B, S, L]
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return TokenClassifierOutput(loss, logits)
+
+
+def word_predictions(logits: torch.Tensor, word_ids: Sequence[int | None]) -> list[int]:
+    """One predicted label per word of one row (logits [S, L]): the prediction at the word's first piece."""
+    predicted = logits.argmax(-1).tolist()
+    out: dict[int, int] = {}
+    for position, word in enumerate(word_ids):
+        if word is not None and word not in out:
+            out[word] = predicted[position]
+    return [out[w] for w in sorted(out)]
+
+
+# ----------------------------------------------------------------------------- extractive QA
+
+
+def encode_question_context(tokenizer: Any, questions: Sequence[str], contexts: Sequence[str],
+                            max_length: int) -> Any:
+    """`[CLS] question [SEP] context [SEP]` rows, padded, with character offsets (`offset_mapping`).
+
+    Only the context is cut when a row is too long (`only_second`): a question cut short would be a
+    different question. `sequence_ids(row)` tells question (0), context (1) and special tokens (None).
+    """
+    if len(questions) != len(contexts):
+        raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
+    return tokenizer(list(questions), list(contexts), truncation="only_second", max_length=max_length,
+                     padding=True, return_offsets_mapping=True, return_token_type_ids=True, return_tensors="pt")
+
+
+def context_mask(encoding: Any) -> torch.Tensor:
+    """[B, S] bool: True at the context's tokens (where an answer may start and end), False elsewhere."""
+    rows = encoding["input_ids"].shape[0]
+    return torch.tensor([[s == 1 for s in encoding.sequence_ids(row)] for row in range(rows)])
+
+
+def answer_token_span(offsets: Sequence[Sequence[int]], in_context: Sequence[bool], char_start: int,
+                      char_end: int) -> tuple[int, int] | None:
+    """The tokens (start, end), both included, that cover context characters [char_start, char_end).
+
+    The training targets of a QA head. None when the answer is not wholly inside the context tokens kept
+    (cut off by `max_length`); such a row is usually dropped or pointed at `[CLS]`.
+    """
+    if not 0 <= char_start < char_end:
+        raise ValueError(f"an answer needs 0 <= char_start < char_end, got {char_start}, {char_end}")
+    kept = [t for t, inside in enumerate(in_context) if inside]
+    if not kept or char_start < offsets[kept[0]][0] or char_end > offsets[kept[-1]][1]:
+        return None
+    start = next(t for t in kept if offsets[t][1] > char_start)  # the token holding the first character
+    end = next(t for t in reversed(kept) if offsets[t][0] < char_end)  # the token holding the last one
+    return (start, end) if start <= end else None
+
+
+class SpanOutput(NamedTuple):
+    """`loss` (mean of the start and end cross-entropies, None without targets); logits [B, S] each."""
+
+    loss: torch.Tensor | None
+    start_logits: torch.Tensor
+    end_logits: torch.Tensor
+
+
+class QuestionAnswering(nn.Module):
+    """encoder -> linear D -> 2 at every position: a start score and an end score per token."""
+
+    def __init__(self, encoder: nn.Module):
+        super().__init__()
+        self.encoder = encoder
+        self.qa_outputs = nn.Linear(encoder.config.d_model, 2)
+        nn.init.normal_(self.qa_outputs.weight, std=0.02)
+        nn.init.zeros_(self.qa_outputs.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,
+                end_positions: torch.Tensor | None = None) -> SpanOutput:
+        """Logits [B, S] for start and end (padding gets the lowest score); targets [B] give the loss."""
+        hidden = self.encoder.encode(input_ids, attention_mask, token_type_ids)  # [B, S, D]
+        logits = self.qa_outputs(hidden).float()  # [B, S, 2]
+        logits = logits.masked_fill((attention_mask == 0)[..., None], torch.finfo(logits.dtype).min)
+        start_logits, end_logits = logits.unbind(-1)  # [B, S] each
+        loss = None
+        if (start_positions is None) != (end_positions is None):
+            raise ValueError("give both start_positions and end_positions, or neither")
+        if start_positions is not None:
+            loss = (F.cross_entropy(start_logits, start_positions) + F.cross_entropy(end_logits, end_positions)) / 2
+        return SpanOutput(loss, start_logits, end_logits)
+
+
+def best_span(start_logits: torch.Tensor, end_logits: torch.Tensor, allowed: torch.Tensor,
+              max_answer_tokens: int = 30) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The highest-scoring span per row: (start [B], end [B], start + end score [B]).
+
+    Candidates are all (i, j) with i <= j < i + max_answer_tokens (at most that many tokens, the rule of
+    transformers' SQuAD scripts) and both ends where `allowed` [B, S] is True (the context: never the
+    question or a special token). Scoring every pair at once is S^2 numbers a row: trivial at S <= 512.
+    Rows of a single sequence [S] are accepted too.
+    """
+    if max_answer_tokens < 1:
+        raise ValueError(f"max_answer_tokens must be at least 1, got {max_answer_tokens}")
+    single = start_logits.dim() == 1
+    if single:
+        start_logits, end_logits, allowed = start_logits[None], end_logits[None], allowed[None]
+    allowed = allowed.to(start_logits.device).bool()  # context_mask builds it on the CPU
+    positions = torch.arange(start_logits.shape[1], device=start_logits.device)
+    length = positions[None, :] - positions[:, None]  # [S, S]: end - start
+    valid = (length >= 0) & (length < max_answer_tokens) & allowed[:, :, None] & allowed[:, None, :]  # [B, S, S]
+    empty = ~valid.flatten(1).any(1)
+    if empty.any():
+        raise ValueError(f"rows {empty.nonzero().flatten().tolist()} have no allowed position for an answer")
+    scores = (start_logits.float()[:, :, None] + end_logits.float()[:, None, :]).masked_fill(~valid, -torch.inf)
+    best = scores.flatten(1).argmax(1)
+    seq_len = start_logits.shape[1]
+    start, end, score = best // seq_len, best % seq_len, scores.flatten(1).max(1).values
+    return (start[0], end[0], score[0]) if single else (start, end, score)
+
+
+def span_to_chars(offsets: Sequence[Sequence[int]] | torch.Tensor, start: int, end: int) -> tuple[int, int]:
+    """Characters [first, last) of the context that tokens start..end (included) came from."""
+    offsets = offsets.tolist() if isinstance(offsets, torch.Tensor) else offsets
+    return int(offsets[int(start)][0]), int(offsets[int(end)][1])
+
+
+def extract_answers(output: SpanOutput, encoding: Any, contexts: Sequence[str],
+                    max_answer_tokens: int = 30) -> list[str]:
+    """The answer text of every row: the best span mapped back to the row's context characters."""
+    starts, ends, _ = best_span(output.start_logits, output.end_logits, context_mask(encoding), max_answer_tokens)
+    answers = []
+    for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        first, last = span_to_chars(encoding["offset_mapping"][row], start, end)
+        answers.append(contexts[row][first:last])
+    return answers
+
+
+__all__ = [
+    "IGNORE_INDEX", "QuestionAnswering", "SpanOutput", "TokenClassifier", "TokenClassifierOutput",
+    "align_word_labels", "answer_token_span", "best_span", "context_mask", "encode_pairs",
+    "encode_question_context", "encode_tagged_words", "extract_answers", "span_to_chars", "word_predictions",
+]
