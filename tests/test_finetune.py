@@ -80,12 +80,15 @@ def test_the_saved_classifier_predicts_what_the_run_reported(pretrained, data_di
     np.testing.assert_allclose(again, result.predictions, atol=1e-5)
 
 
-def test_probe_leaves_the_pretrained_encoder_untouched(pretrained, data_dir, tmp_path):
+def test_probe_leaves_the_encoder_untouched_and_folds_its_scaling_into_the_head(pretrained, data_dir, tmp_path):
     result = finetune(options(pretrained, data_dir, tmp_path / "probe", regime="probe"))
     saved = torch.load(pretrained, weights_only=True)["model"]
     encoder = result.model.encoder.state_dict()
     assert all(torch.equal(encoder[k], v) for k, v in saved.items())
     assert result.metrics["trainable_parameters"] == 2 * 64 + 2
+    # the head was trained on standardised vectors and the scaling folded into it: the saved classifier on
+    # raw vectors predicts what the head did during training
+    assert result.metrics["accuracy"] == pytest.approx(result.metrics["history"]["eval_accuracy"][-1], abs=2 / 872)
 
 
 def test_the_command_refuses_a_missing_checkpoint_and_bad_choices(tmp_path, capsys, data_dir):

@@ -125,10 +125,12 @@ def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | No
 
 
 def default_out_dir(options: FinetuneOptions, profile: str) -> Path:
+    """`runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN`: one folder per setting, so a rerun finds its run."""
     return Path(f"runs/finetune-{options.arch}-{options.regime}-{options.init}-{profile}-seed{options.seed}")
 
 
 def default_pretrained(arch: str, profile: str) -> Path:
+    """The checkpoint `bertcourse pretrain --arch ARCH --profile PROFILE` writes by default."""
     return Path(f"runs/pretrain-{arch}-{profile}") / CHECKPOINT_NAME
 
 
@@ -228,10 +230,19 @@ def pooled_features(model: SequenceClassifier, ids: list[list[int]], device: tor
 
 def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, options: FinetuneOptions,
            device: torch.device) -> dict[str, list]:
-    """The loop of one run; returns its learning curve. A probe trains the head on cached vectors."""
+    """The loop of one run; returns its learning curve. A probe trains the head on cached vectors.
+
+    The probe standardises the vectors (each feature to mean 0, variance 1 on the training rows) as a
+    logistic-regression probe does: a random encoder's [CLS] vectors differ from sentence to sentence by
+    little, and an unscaled linear layer trained for a few epochs would read them as one constant. The
+    scaling is folded into the linear layer afterwards, so the saved classifier takes raw vectors.
+    """
     probe = options.regime == "probe"
     if probe:
-        train_x, val_x = pooled_features(model, data.train_ids, device), None
+        train_x = pooled_features(model, data.train_ids, device)
+        val_x = pooled_features(model, data.validation_ids, device)
+        mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-6)
+        train_x, val_x = (train_x - mean) / std, (val_x - mean) / std
         epochs, batch_size = spec.probe_epochs, PROBE_BATCH
     else:
         epochs, batch_size = spec.epochs, spec.batch_size
@@ -271,7 +282,6 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
             bar.update(1)
             if step in evaluate_at:
                 if probe:
-                    val_x = pooled_features(model, data.validation_ids, device) if val_x is None else val_x
                     model.eval()
                     with torch.no_grad():
                         predicted = model.head(val_x.to(device)).logits.argmax(-1).cpu()
@@ -282,6 +292,11 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
             if step >= total:
                 break
     bar.close()
+    if probe:  # W (x - mean) / std + b  ==  (W / std) x + (b - W (mean / std))
+        with torch.no_grad():
+            weight = model.classifier.weight / std.to(device)
+            model.classifier.bias -= weight @ mean.to(device)
+            model.classifier.weight.copy_(weight)
     return history
 
 
@@ -317,6 +332,7 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
         "format": FINETUNE_FORMAT, "arch": options.arch, "regime": options.regime, "init": options.init,
         "seed": options.seed, "profile": profile, "pooling": options.pooling, "finetune": asdict(spec),
         "model_config": config.to_dict(), "max_steps": options.max_steps,
+        "probe_features": "standardised" if options.regime == "probe" else None,
         "pretrained": start["described"] if options.init == "pretrained" else None,
         "tokenizer": hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
     }
