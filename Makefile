@@ -9,7 +9,7 @@ PROFILE ?= cpu-quick
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lab lint release check readme setup-cells install clean
+.PHONY: demo test test-fast lab lint release validate readme setup-cells install clean
 
 install: $(VENV)/.installed
 
@@ -55,8 +55,8 @@ lab: install
 release: install
 	$(BIN)/bertcourse release
 
-check: install
-	$(BIN)/bertcourse check
+validate: install
+	$(BIN)/bertcourse validate
 
 readme: install
 	$(BIN)/python -c 'from bertcourse.notebook import update_readme; update_readme()'

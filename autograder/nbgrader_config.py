@@ -1,4 +1,4 @@
-"""nbgrader configuration of the course, read by `bertcourse release`, `autograde` and `check`.
+"""nbgrader configuration of the course, read by `bertcourse release`, `autograde` and `validate`.
 
 Plain `nbgrader` commands read `nbgrader_config.py` in the folder they run in; to use them from the
 course root, put there a file holding the two lines

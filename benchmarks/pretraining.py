@@ -29,27 +29,101 @@ the median of the per-round ratios, the number to quote on a shared machine; the
 
     .venv/bin/python benchmarks/pretraining.py --precision --threads 1              # the cpu profile's BERT
     .venv/bin/python benchmarks/pretraining.py --precision --threads 1 --arch gpt
+
+Every mode ends with the process's resident memory (Linux): its peak and its size at the end. `--memory`
+measures that per model instead, in the real loop: `bertcourse.train.pretrain` for `--memory-steps` steps
+of the profile, BERT and GPT each in a fresh process, the resident memory sampled before every step. It
+prints the peak, the end and the growth over the run's second half (median of the last tenth of the
+steps minus the median at 40-50%): after warm-up a run's memory should stay flat (issue 13).
+
+    nice -n 19 .venv/bin/python benchmarks/pretraining.py --memory --threads 1                # cpu profile
+    nice -n 19 .venv/bin/python benchmarks/pretraining.py --memory --threads 1 --profile cpu-quick
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from bertcourse.course import load_course
+from bertcourse.devices import autocast_dtype, cpu_has_native_bf16
 from bertcourse.masking import mask_tokens
 from bertcourse.model import BertForMLM, ModelConfig, build_model
 from bertcourse.model_support import hf_bert_config
 from bertcourse.objectives import next_token_labels
-from bertcourse.train import autocast_dtype, cpu_has_native_bf16
 
 SPECIAL_IDS = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
+
+
+def resident_mb() -> float:
+    """This process's resident memory now (VmRSS, Linux), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def memory_line() -> str:
+    """The process's peak resident memory (ru_maxrss: kB on Linux) and its resident memory now."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return f"resident memory of this process (both models): peak {peak:,.0f} MB, end {resident_mb():,.0f} MB"
+
+
+def memory_of_one_run(args: argparse.Namespace) -> int:
+    """One pretraining run of `args.memory_of`, its resident memory sampled before every step."""
+    import bertcourse.train
+
+    samples: dict[int, float] = {}
+    draw = bertcourse.train.batch_indices
+
+    def sampled(step: int, *rest, **kwargs):  # the loop calls it once per step, before building the batch
+        samples[step] = resident_mb()
+        return draw(step, *rest, **kwargs)
+
+    bertcourse.train.batch_indices = sampled  # this process exists only for this run
+    steps = args.memory_steps
+    with tempfile.TemporaryDirectory() as out:
+        options = bertcourse.train.PretrainOptions(arch=args.memory_of, profile=args.profile, out_dir=out,
+                                                   max_steps=steps, progress=False, eval_every=steps,
+                                                   checkpoint_every=steps)
+        start = time.perf_counter()
+        result = bertcourse.train.pretrain(options)
+        seconds = time.perf_counter() - start
+
+    def median_over(first: float, last: float) -> float:
+        return statistics.median(mb for step, mb in samples.items() if first * steps < step <= last * steps)
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    growth = median_over(0.9, 1.0) - median_over(0.4, 0.5)
+    precision = "bf16" if autocast_dtype("cpu", "auto") == torch.bfloat16 else "fp32"
+    print(f"MEMORY {args.memory_of} ({args.profile}, {precision}, {steps} steps in {seconds:.0f} s, "
+          f"{result.train_data.n_tokens:,} tokens packed): "
+          f"step 1 {samples[1]:,.0f} MB, step {steps // 2} {samples[steps // 2]:,.0f} MB, peak {peak:,.0f} MB, "
+          f"end {resident_mb():,.0f} MB; growth over the second half {growth:+,.0f} MB", flush=True)
+    return 0
+
+
+def compare_memory(args: argparse.Namespace) -> int:
+    """Peak and end resident memory of a short real pretraining run of each model, each in its own process."""
+    print(f"profile {args.profile}: bertcourse.train.pretrain, {args.memory_steps} steps, precision auto, "
+          f"{args.threads or 'default'} threads; resident memory sampled before every step")
+    for arch in ("bert", "gpt"):
+        threads = ["--threads", str(args.threads)] if args.threads else []
+        command = [sys.executable, __file__, "--memory-of", arch, "--profile", args.profile,
+                   "--memory-steps", str(args.memory_steps), *threads]
+        lines = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout.splitlines()
+        print(next(line for line in lines if line.startswith("MEMORY ")).removeprefix("MEMORY "))
+    return 0
 
 
 def _cpu_attention_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
@@ -180,11 +254,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", action="store_true",
                         help="time the course model in fp32 against bf16 autocast instead (no transformers)")
     parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="with --precision: the model")
+    parser.add_argument("--memory", action="store_true",
+                        help="resident memory of a short real pretraining run of each model instead")
+    parser.add_argument("--memory-steps", type=int, default=300, help="with --memory: steps per run")
+    parser.add_argument("--memory-of", choices=["bert", "gpt"], help=argparse.SUPPRESS)  # one run (a child)
     args = parser.parse_args(argv)
+    if args.memory_steps < 20:  # the growth compares medians over tenths of the run
+        parser.error(f"--memory-steps must be at least 20, got {args.memory_steps}")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.memory_of:
+        return memory_of_one_run(args)
+    if args.memory:
+        return compare_memory(args)
     if args.precision:
-        return compare_precision(args)
+        compare_precision(args)
+        print(memory_line())
+        return 0
     torch.manual_seed(0)
 
     from transformers import BertForMaskedLM
@@ -228,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     speedups = [r / o for o, r in zip(step_time[ours.name], step_time[reference.name])]
     print(f"speed-up (tokens/s, ours / transformers): {statistics.median(speedups):.2f}x "
           f"(rounds {min(speedups):.2f}-{max(speedups):.2f}x)")
+    print(memory_line())
     return 0
 
 

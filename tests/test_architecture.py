@@ -236,3 +236,44 @@ def test_the_gpt_shift_is_written_in_one_place():
     shifting = sorted(path.name for path in (PACKAGE_ROOT / "bertcourse").rglob("*.py")
                       if "[:, 1:]" in path.read_text(encoding="utf-8"))
     assert shifting == ["objectives.py"], shifting
+
+
+# ----------------------------------------------------------------------------- docstrings
+
+def undocumented(source: str) -> list[str]:
+    """The public classes, functions and methods (names not starting with "_") of `source` without a
+    docstring, as `Class.method`; nested functions are the enclosing function's business."""
+    missing = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            named = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            if named and not node.name.startswith("_"):
+                if ast.get_docstring(node) is None:
+                    missing.append(prefix + node.name)
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body, f"{prefix}{node.name}.")
+
+    visit(ast.parse(source).body, "")
+    return missing
+
+
+def test_undocumented_finds_public_names_only():
+    source = '''
+def shown(): pass
+def _private(): pass
+class Spec:
+    """Documented."""
+    def method(self): pass
+    def _helper(self): pass
+    @property
+    def size(self): """Documented."""
+'''
+    assert undocumented(source) == ["shown", "Spec.method"]
+
+
+def test_every_public_class_and_function_has_a_docstring():
+    """The package is read to learn from: each public name says why it exists (issue 11)."""
+    missing = [f"{path.relative_to(PACKAGE_ROOT)}: {name}" for path in module_files().values()
+               for name in undocumented(path.read_text(encoding="utf-8"))]
+    assert not missing, "public names without a docstring:\n" + "\n".join(missing)

@@ -11,7 +11,16 @@ SUBCOMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)
 
 
 def test_every_issue_command_is_there():
-    assert {"data", "pretrain", "release", "grade", "autograde", "check"} <= set(SUBCOMMANDS)
+    assert {"data", "pretrain", "release", "grade", "autograde", "validate"} <= set(SUBCOMMANDS)
+
+
+def test_check_is_not_a_command(capsys):
+    """`check` names the notebooks' self-checks and the hidden checks; course validation is `validate`."""
+    assert "check" not in SUBCOMMANDS
+    with pytest.raises(SystemExit) as info:
+        main(["check"])
+    assert info.value.code == 2
+    assert "validate" in capsys.readouterr().err  # argparse lists the valid choices
 
 
 def test_top_level_help_lists_every_subcommand():

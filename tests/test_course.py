@@ -126,7 +126,7 @@ def test_resolve_profile_argument_then_variable_then_gpu_then_quick(no_profile_v
     assert resolve_profile(None, course) == "cpu-quick"
     no_profile_variable.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_profile(None, course) == "gpu"
-    assert resolve_profile(None, course, use_gpu=False) == "cpu-quick"  # the grader and `bertcourse check`
+    assert resolve_profile(None, course, use_gpu=False) == "cpu-quick"  # the grader and `bertcourse validate`
     no_profile_variable.setenv("BERTCOURSE_PROFILE", "cpu")
     assert resolve_profile(None, course) == "cpu" == resolve_profile(None, course, use_gpu=False)
     assert resolve_profile("cpu-quick", course) == "cpu-quick"

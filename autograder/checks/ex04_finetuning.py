@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from _common import concept_answer, rate_ok
 
+from bertcourse.classifier import cls_pool, last_token_pool, mean_pool
 from bertcourse.grading import NotData, StudentError
 from bertcourse.model import ModelConfig, build_model
 from bertcourse.model_support import randomize_
@@ -55,23 +56,9 @@ PADDED = torch.tensor([7, 4, 1, 9, 2, 6])  # every row padded: position -1 is ne
 # ----------------------------------------------------------------------------- references
 
 
-def reference_cls(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    return hidden[:, 0]
-
-
-def reference_last(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    positions = torch.arange(hidden.shape[1]).expand_as(attention_mask)
-    last = torch.where(attention_mask.bool(), positions, -1).max(dim=1).values
-    return hidden[torch.arange(hidden.shape[0]), last]
-
-
-def reference_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    weights = attention_mask.to(hidden.dtype)[..., None]
-    return (hidden * weights).sum(1) / weights.sum(1)
-
-
-POOLS = {"cls": ("cls_pool", reference_cls), "last": ("last_token_pool", reference_last),
-         "mean": ("mean_pool", reference_mean)}
+# the package's poolings are the references (bertcourse.classifier; tests/test_classifier.py pins them)
+POOLS = {"cls": ("cls_pool", cls_pool), "last": ("last_token_pool", last_token_pool),
+         "mean": ("mean_pool", mean_pool)}
 
 
 def real_positions(lengths: torch.Tensor, side: str) -> torch.Tensor:
@@ -186,7 +173,7 @@ def test_cls_pool_reads_position_0(student):
     real = real_positions(PADDED, "right")
     hidden = hidden_states(1, real)
     got = shaped(student.call("cls_pool", hidden, real.long()), (len(PADDED), D_MODEL), "cls_pool")
-    assert torch.allclose(got, reference_cls(hidden, real.long()), **TOL), (
+    assert torch.allclose(got, cls_pool(hidden, real.long()), **TOL), (
         "the vectors are not the hidden states at position 0")
 
 
@@ -198,7 +185,7 @@ def test_last_token_pool_on_right_padded_rows(student):
     hidden = hidden_states(2, real)
     got = shaped(student.call("last_token_pool", hidden, real.long()), (len(PADDED), D_MODEL), "last_token_pool")
     assert not torch.allclose(got, hidden[:, -1], **TOL), "on a right-padded batch it reads position -1, a [PAD]"
-    assert torch.allclose(got, reference_last(hidden, real.long()), **TOL), (
+    assert torch.allclose(got, last_token_pool(hidden, real.long()), **TOL), (
         "on a right-padded batch the vectors are not those of each row's last real token")
 
 
@@ -213,7 +200,7 @@ def test_last_token_pool_on_left_padded_rows(student):
     counted = hidden[torch.arange(len(PADDED)), PADDED - 1]
     assert not torch.allclose(got, counted, **TOL), (
         "on a left-padded batch it reads position (number of real tokens - 1), which is padding there")
-    assert torch.allclose(got, reference_last(hidden, real.long()), **TOL), (
+    assert torch.allclose(got, last_token_pool(hidden, real.long()), **TOL), (
         "on a left-padded batch the vectors are not those of each row's last real token")
 
 
@@ -236,7 +223,7 @@ def test_mean_pool_over_real_tokens_only(student):
         hidden = hidden_states(seed, real)
         got = shaped(student.call("mean_pool", hidden, real.long()), (len(LENGTHS), D_MODEL), "mean_pool")
         assert not torch.allclose(got, hidden.mean(1), **TOL), "the mean includes the padded positions"
-        assert torch.allclose(got, reference_mean(hidden, real.long()), **TOL), (
+        assert torch.allclose(got, mean_pool(hidden, real.long()), **TOL), (
             f"on a {side}-padded batch the vectors are not the means over each row's real tokens")
 
 

@@ -24,7 +24,7 @@ CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = "bertcourse-pretrain-1"
 # Settings added after checkpoints were first written, with the value every older checkpoint ran with:
 # an older checkpoint still resumes, and one written with another value is refused.
-SETTING_DEFAULTS: dict[str, Any] = {"whole_word": False}
+SETTING_DEFAULTS: dict[str, Any] = {"whole_word": False, "world_size": 1}
 
 
 class CheckpointError(BertcourseError):

@@ -98,23 +98,27 @@ def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output-dir", help="where autograded/, feedback/ and grades.csv go "
                         "(default: the folder holding SUBMISSIONS_DIR)")
     parser.add_argument("--force", action="store_true", help="grade again submissions graded before")
+    parser.add_argument("--lease", type=float, metavar="SECONDS",
+                        help="PostgreSQL gradebook, several graders: a grader that stops renewing its claim "
+                        "(it died) loses it after this long, and another grader takes the submission (default: 60)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_runs("bertcourse.grading.batch", "autograde_command"))
 
 
-def _add_check(subparsers: argparse._SubParsersAction) -> None:
+def _add_validate(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check",
-        help="course health: solutions score full marks, the release scores zero, lessons run (CI)",
-        description="Check the course: every solution notebook scores full marks, every released "
-        "notebook scores zero on its graded parts, the committed release is up to date, check points "
-        "add up to the autograded cells' points and to course.yml, and every lesson notebook executes "
-        "(with BERTCOURSE_PROFILE=cpu-quick unless set). Prints a table; exits 1 on any failure.",
+        "validate",
+        help="validate the course: solutions score full marks, the release scores zero, lessons run (CI)",
+        description="Validate the course before handing it out: every solution notebook scores full marks, "
+        "every released notebook scores zero on its graded parts, the committed release is up to date, the "
+        "hidden checks' points add up to the autograded cells' points and to course.yml, and every lesson "
+        "notebook executes (with BERTCOURSE_PROFILE=cpu-quick unless set). Prints a table; exits 1 on any "
+        "failure.",
     )
     parser.add_argument("--only", action="append", metavar="ID", help="only this exercise or lesson (repeatable)")
     parser.add_argument("--skip-lessons", action="store_true", help="do not execute the lesson notebooks")
     parser.add_argument("--lesson-timeout", type=float, default=600, help="seconds per lesson cell (default: 600)")
-    parser.set_defaults(handler=_runs("bertcourse.authoring.health", "check_command"))
+    parser.set_defaults(handler=_runs("bertcourse.authoring.validation", "validate_command"))
 
 
 def _add_grade(subparsers: argparse._SubParsersAction) -> None:
@@ -234,7 +238,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
     _add_release,
     _add_autograde,
-    _add_check,
+    _add_validate,
     _add_grade,
     _add_pretrain,
     _add_finetune,
@@ -244,6 +248,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `bertcourse` parser with every subcommand of SUBCOMMANDS (tests build it to read the help)."""
     parser = argparse.ArgumentParser(
         prog="bertcourse",
         description="A hands-on course on BERT and masked language modelling: data, tokenizer, "
@@ -256,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; a course error becomes one line on stderr and exit code 2, not a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):

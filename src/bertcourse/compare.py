@@ -113,6 +113,7 @@ class RunSpec:
 
     @property
     def row(self) -> str:
+        """The label of its row in the results table: the runs that differ only in seed share it."""
         return f"{self.arch} {self.regime} {self.init}"
 
     def folder(self, runs_dir: Path, profile: str) -> Path:

@@ -1,6 +1,6 @@
 """Numbers that an exercise's written contract states, defined once.
 
-The notebook's visible tests and the hidden checks in `autograder/` both import them, so the two accept
+The notebook's self-checks and the hidden checks in `autograder/` both import them, so the two accept
 exactly the same answers (tests/checks/test_checks_ex03.py proves it for every rule here).
 """
 

@@ -36,6 +36,8 @@ class CourseError(BertcourseError):
 
 @dataclass(frozen=True)
 class CourseInfo:
+    """course.yml's `course:` block: who the course is and where it lives (Colab badges, set-up cell)."""
+
     name: str
     title: str
     repository: str  # "owner/name" on GitHub, for Colab badges
@@ -44,12 +46,16 @@ class CourseInfo:
 
 @dataclass(frozen=True)
 class HubSource:
+    """The `datasets.load_dataset(path, name)` arguments that fetch a data set when no local copy exists."""
+
     path: str
     name: str | None = None
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
+    """One entry of `datasets:`: where a data set is found, and its expected split sizes to verify it."""
+
     description: str
     hub: HubSource
     local_dir: str
@@ -58,13 +64,17 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class CorpusSpec:
-    sources: list[str]
+    """The `corpus:` block: which data sets feed pretraining, the shortest sentence kept, the held-out size."""
+
+    sources: list[str]  # keys of `datasets:`
     min_words: int = 4
     heldout_sentences: int = 500
 
 
 @dataclass(frozen=True)
 class PretrainSpec:
+    """A profile's `pretrain:` block: the optimisation settings of `bertcourse pretrain`."""
+
     batch_size: int
     max_steps: int
     learning_rate: float
@@ -95,6 +105,8 @@ class FinetuneSpec:
 
 @dataclass(frozen=True)
 class Profile:
+    """One hardware profile (cpu-quick, cpu, gpu, ...): every size that depends on the machine, in one place."""
+
     name: str
     description: str
     vocab_size: int
@@ -122,6 +134,8 @@ class Profile:
 
 @dataclass(frozen=True)
 class Lesson:
+    """One entry of `lessons:`; `bertcourse validate` executes its notebook."""
+
     id: str
     title: str
     notebook: str  # path relative to the course root
@@ -130,6 +144,8 @@ class Lesson:
 
 @dataclass(frozen=True)
 class Exercise:
+    """One graded exercise: its notebook, hidden checks, points and the grader's limits for it."""
+
     id: str  # also the nbgrader assignment name
     title: str
     notebook: str  # path of the notebook inside solutions/ and exercises/
@@ -148,6 +164,8 @@ class Exercise:
 
 @dataclass(frozen=True)
 class Course:
+    """course.yml parsed and validated, with the folder it came from (paths in it are relative to `root`)."""
+
     root: Path
     course: CourseInfo
     datasets: dict[str, DatasetSpec]
@@ -158,11 +176,13 @@ class Course:
     exercises: list[Exercise] = field(default_factory=list)
 
     def profile(self, name: str) -> Profile:
+        """The profile called `name`; an unknown name fails with the profiles there are."""
         if name not in self.profiles:
             raise CourseError(f"unknown profile {name!r}; course.yml defines {', '.join(self.profiles)}")
         return self.profiles[name]
 
     def exercise(self, exercise_id: str) -> Exercise:
+        """The exercise with this id; an unknown id fails with the ids there are."""
         for exercise in self.exercises:
             if exercise.id == exercise_id:
                 return exercise
@@ -170,6 +190,7 @@ class Course:
         raise CourseError(f"unknown exercise {exercise_id!r}; course.yml defines {known}")
 
     def path(self, relative: str) -> Path:
+        """A path written in course.yml (relative to the course folder), made absolute."""
         return self.root / relative
 
 
@@ -413,8 +434,8 @@ def resolve_profile(name: str | None = None, course: Course | None = None, *, us
     """The hardware profile to run with: the one rule for every command, notebook and the grader.
 
     `name` when given (a command's --profile), else $BERTCOURSE_PROFILE, else `gpu` where CUDA is
-    available, else `cpu-quick`. The grader and `bertcourse check` pass `use_gpu=False`: they run
-    notebooks to check them, not to train, so they take the quick profile on any machine. The result is
+    available, else `cpu-quick`. The grader and `bertcourse validate` pass `use_gpu=False`: they run
+    notebooks to grade or validate them, not to train, so they take the quick profile on any machine. The result is
     checked against course.yml, so that a typo fails at once with the profiles there are.
     """
     course = course or load_course()

@@ -53,6 +53,7 @@ class Source:
     reason: str = ""  # why the synthetic fallback was taken
 
     def describe(self) -> str:
+        """Where the data came from, for the line a command prints (e.g. `local folder /data/sst2`)."""
         return f"local folder {self.path}" if self.kind == "local" else self.kind
 
 
@@ -241,6 +242,7 @@ class Corpus:
     counts: dict[str, int] = field(default_factory=dict)  # sentences kept / filtered, per source
 
     def fingerprint(self) -> str:
+        """A short hash of the training sentences: caches built from them (tokenizer, runs) change when they do."""
         digest = hashlib.sha256()
         for sentence in self.train:
             digest.update(sentence.encode())

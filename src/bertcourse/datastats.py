@@ -1,4 +1,7 @@
-"""`bertcourse data`: prepare the data and the tokenizer, and print what a student should know of them."""
+"""`bertcourse data`: prepare the data and the tokenizer, and print what a student should know of them.
+
+(The module is named for what the command prints, statistics of the data; `data.py` loads the data.)
+"""
 
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ STATS_SAMPLE = 10_000  # token statistics on an evenly spaced sample: exact enou
 
 
 def sample(sentences: list[str], size: int = STATS_SAMPLE) -> list[str]:
+    """At most `size` sentences, evenly spaced (the same ones on every run, unlike a random sample)."""
     step = max(1, len(sentences) // size)
     return sentences[::step][:size]
 
 
 def length_stats(lengths: list[int]) -> str:
+    """Mean, median, 95th percentile and maximum of `lengths`, as one printable phrase."""
     ordered = sorted(lengths)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
     return (f"mean {statistics.fmean(ordered):.1f}, median {statistics.median(ordered):.0f}, "
@@ -27,6 +32,7 @@ def length_stats(lengths: list[int]) -> str:
 
 
 def data_command(args: argparse.Namespace) -> int:
+    """`bertcourse data` (arguments: cli.py): download or find the data, build the tokenizer, print its stats."""
     course = load_course()
     profile = course.profile(resolve_profile(args.profile, course))
     print(f"profile {profile.name}: vocabulary {profile.vocab_size}, sequences up to {profile.model.max_seq_len}")

@@ -332,10 +332,11 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
         "format": FINETUNE_FORMAT, "arch": options.arch, "regime": options.regime, "init": options.init,
         "seed": options.seed, "profile": profile, "pooling": options.pooling, "finetune": asdict(spec),
         "model_config": config.to_dict(), "max_steps": options.max_steps,
-        "probe_features": "standardised" if options.regime == "probe" else None,
         "pretrained": start["described"] if options.init == "pretrained" else None,
         "tokenizer": hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
     }
+    if options.regime == "probe":  # the probe's vectors are standardised (see _train); not the other regimes'
+        settings["probe_features"] = "standardised"
     key = run_key(settings)
     finished = read_finished(out_dir, key)
     if finished is not None:

@@ -5,7 +5,7 @@ half-written (`write_atomic`).
 Editors and operating systems leave files next to a notebook: JupyterLab's `.ipynb_checkpoints/`
 (a stale copy of every notebook opened), Python's `__pycache__/`, macOS's `.DS_Store` and `._*`
 files, backups ending in `~`, LibreOffice's `.~lock.*#`. None of them is course content, so the
-release comparison, `bertcourse check`, autograde's submission discovery, data folders and lesson
+release comparison, `bertcourse validate`, autograde's submission discovery, data folders and lesson
 listings all skip them by asking `is_artefact`.
 """
 

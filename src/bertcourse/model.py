@@ -183,6 +183,7 @@ class LMOutput:
 
     @functools.cached_property
     def logits(self) -> torch.Tensor:
+        """All logits in one tensor (joined only when asked: the loss never needs them whole)."""
         return self.logit_chunks[0] if len(self.logit_chunks) == 1 else torch.cat(self.logit_chunks)
 
 
@@ -297,6 +298,7 @@ def describe(model: nn.Module) -> str:
 # Below: a speed device, not a different computation. Test and benchmark support lives in model_support.
 
 LOGITS_CHUNK_BYTES = 16 * 2**20  # the head's logits are computed in chunks of about this size
+ROWS_MULTIPLE = 64  # the last chunk's rows are padded to a multiple of this (see head_loss_in_chunks)
 
 
 def head_loss_in_chunks(
@@ -308,13 +310,24 @@ def head_loss_in_chunks(
     gradients) would be a fresh allocation from the operating system every step, its pages zero-filled
     on first touch; chunks of ~16 MB are recycled by the C allocator instead (benchmarks/README.md).
     The loss is the same as over the joined logits: one sum, divided once.
+
+    Why padding: the number of targets changes with every batch, so the last chunk's shape would too,
+    and the CPU kernels keep memory for every shape they meet (oneDNN's kernel cache about half of it;
+    the live tensors stay the same): a run's resident memory grew all run long (GPT, cpu profile:
+    >12 GB by step 3,000). Zero rows with ignored targets up to a multiple of `ROWS_MULTIPLE` leave a
+    few dozen shapes, and memory flat after warm-up (benchmarks/README.md, "Resident memory").
     """
     if rows.shape[0] == 0:  # no target: a zero loss that still backpropagates
         logits = head(rows)
         return logits.sum(), [logits]
     per_chunk = max(1, LOGITS_CHUNK_BYTES // (4 * head.bias.numel()))
-    chunks = [head(part) for part in rows.split(per_chunk)]
-    total = sum(F.cross_entropy(c.float(), t, reduction="sum") for c, t in zip(chunks, targets.split(per_chunk)))
+    parts, goals = list(rows.split(per_chunk)), list(targets.split(per_chunk))
+    padding = -len(parts[-1]) % ROWS_MULTIPLE
+    parts[-1] = F.pad(parts[-1], (0, 0, 0, padding))
+    goals[-1] = F.pad(goals[-1], (0, padding), value=IGNORE_INDEX)  # cross_entropy skips these rows
+    chunks = [head(part) for part in parts]
+    total = sum(F.cross_entropy(c.float(), t, reduction="sum") for c, t in zip(chunks, goals))
+    chunks[-1] = chunks[-1][: len(chunks[-1]) - padding]  # the real rows only
     return total / len(targets), chunks
 
 
@@ -334,4 +347,5 @@ __all__ = [
     "count_parameters",
     "describe",
     "head_loss_in_chunks",
+    "ROWS_MULTIPLE",
 ]

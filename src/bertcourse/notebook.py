@@ -159,7 +159,7 @@ def execute_notebook(notebook: Any, folder: Path, timeout: float, env: Mapping[s
     """Run `notebook` (an nbformat node, filled with outputs in place) top to bottom in `folder`.
 
     `env` is set in this process only while the kernel starts and runs (the kernel inherits it), then
-    restored, so a test or `bertcourse check` leaves the caller's environment as it found it. nbclient's
+    restored, so a test or `bertcourse validate` leaves the caller's environment as it found it. nbclient's
     exceptions (CellExecutionError, CellTimeoutError) pass through for the caller to report.
     """
     from nbclient import NotebookClient

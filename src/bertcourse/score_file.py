@@ -36,6 +36,7 @@ class FileScores:
 
     @property
     def predictions(self) -> list[int]:
+        """The predicted label of each sentence (the more probable one)."""
         return self.probabilities.argmax(1).tolist()
 
 

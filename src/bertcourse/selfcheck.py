@@ -1,6 +1,6 @@
 """Visible self-checks for the exercise notebooks: every check reports, and Run All reaches every part.
 
-A visible test cell wraps its checks in `with checks():` and calls `check(description, condition, hint)`
+A visible test cell wraps its self-checks in `with checks():` and calls `check(description, condition, hint)`
 once per property:
 
 - a pass prints a tick;
@@ -23,6 +23,10 @@ these properties in a separate judge process; so the choice changes no course sc
 `todo()` wraps code the student writes at the top level of a cell (the answers to the questions) or a
 demo that calls their code: until that code exists, the stub's NotImplementedError becomes the same
 not-done line instead of stopping Run All.
+
+Words: these are *self-checks* (they score nothing); *hidden checks* are the autograder's
+(`autograder/checks/`). The functions keep the short names `check` and `checks` because every exercise
+notebook calls them.
 """
 
 from __future__ import annotations
@@ -90,7 +94,7 @@ def _error_text(exc: BaseException) -> str:
 
 
 class Checks:
-    """The checks of one visible test cell; use as `with checks():` (see the module docstring)."""
+    """The self-checks of one visible test cell; use as `with checks():` (see the module docstring)."""
 
     def __init__(self, part: str = ""):
         self.part = part
@@ -117,6 +121,7 @@ class Checks:
         return True
 
     def check(self, description: str, condition: bool | Callable[[], object], hint: str) -> bool:
+        """Report one self-check, return whether it passed; an error in `condition` fails it, not the cell."""
         try:
             ok, error = bool(condition() if callable(condition) else condition), ""
         except Exception as exc:  # the student's code raised: this check's failure, or not written yet
@@ -132,6 +137,7 @@ class Checks:
         return ok
 
     def fail(self, description: str, error: str, hint: str) -> None:
+        """Record and print a failed self-check; the block raises once, at its end (`finish`)."""
         self.failed.append(description)
         print(f"{CROSS} {description}" + (f" ({error})" if error else "") + (f"\n  hint: {hint}" if hint else ""))
 

@@ -37,7 +37,9 @@ class CorpusLike(Protocol):
 
     train: list[str]
 
-    def fingerprint(self) -> str: ...
+    def fingerprint(self) -> str:
+        """A short hash of `train`, part of the tokenizer's cache key."""
+        ...
 
 
 def _normalizer() -> normalizers.Normalizer:

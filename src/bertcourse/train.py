@@ -11,7 +11,9 @@ adds over a textbook loop is what a real run needs:
 - a fixed held-out evaluation (500 sentences, masks drawn once) so evaluations are comparable
   (`bertcourse.pretrain_eval`);
 - atomic checkpoints holding everything the next step depends on (`bertcourse.checkpoint`): a run killed
-  mid-way and resumed ends with exactly the weights of a run that was never interrupted.
+  mid-way and resumed ends with exactly the weights of a run that was never interrupted;
+- the same loop under `torchrun` (DistributedDataParallel, `bertcourse.distributed`): each process takes
+  its share of every global batch, rank 0 alone evaluates, prints and saves.
 
 The corpus is packed into blocks by `bertcourse.packing`, the curves drawn by `bertcourse.plotting`.
 This module and the command are where course.yml's profile is read; the modules above never read it.
@@ -44,6 +46,7 @@ from bertcourse.config import ARCHITECTURES, ModelConfig
 from bertcourse.course import Course, load_course, resolve_profile
 from bertcourse.data import load_corpus
 from bertcourse.devices import autocast_dtype, pick_device, precision_name
+from bertcourse.distributed import Processes, is_main_process, rank_seed
 from bertcourse.errors import BertcourseError
 from bertcourse.model import GPT, BertForMLM, build_model, describe
 from bertcourse.objectives import Objective, eval_batches, objective_class
@@ -109,7 +112,7 @@ def _legacy_precision(device: torch.device) -> str:
     return precision_name(autocast_dtype(device, "auto")) if device.type == "cuda" else "fp32"
 
 
-def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_steps: int) -> dict:
+def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_steps: int, world_size: int) -> dict:
     """What must be identical between a run and the run that resumes it."""
     return {
         "arch": options.arch,
@@ -124,6 +127,7 @@ def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_step
         "weight_decay": spec.weight_decay,
         "grad_clip": spec.grad_clip,
         "precision": options.precision,
+        "world_size": world_size,  # each process masks with its own generator: resumed on as many
     }
 
 
@@ -165,7 +169,9 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     checkpoint_every = options.checkpoint_every or spec.checkpoint_every
     out_dir = Path(options.out_dir)
     checkpoint_path = out_dir / CHECKPOINT_NAME
-    device = pick_device(options.device)
+    processes = Processes(options.device)  # one, or this one of several started by torchrun
+    processes.start(spec.batch_size)
+    device, main = processes.device, processes.is_main
 
     saved = None
     if options.resume:
@@ -182,8 +188,9 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     if tokenizer is None:
         tokenizer = load_tokenizer(corpus, profile.vocab_size, profile.model.max_seq_len)
     config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
-    settings = _settings(options, config, spec, max_steps)
+    settings = _settings(options, config, spec, max_steps, processes.world_size)
     if saved is not None:
+        processes.check_resume(checkpoint_path, saved)
         check_compatible(checkpoint_path, {"precision": options.precision, **saved["settings"]}, settings)
         if saved["tokenizer"] != tokenizer.backend_tokenizer.to_str():
             raise CheckpointError(f"{checkpoint_path}: its tokenizer differs from this run's tokenizer")
@@ -201,7 +208,8 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     model = build_model(config).to(device)
     optimizer = adamw(model, spec.learning_rate, spec.weight_decay, betas=(0.9, 0.98), eps=1e-6)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, spec.warmup_steps, max_steps))
-    masking_generator = torch.Generator().manual_seed(options.seed + 1)
+    processes.reseed_dropout(options.seed)
+    masking_generator = torch.Generator().manual_seed(rank_seed(options.seed + 1, processes.rank))
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)  # fp16 only: bf16 needs none
     history: dict[str, list] = {"step": [], "loss": [], "lr": [], "eval_step": [], "eval_loss": [], "eval_accuracy": []}
     step = 0
@@ -210,15 +218,22 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         optimizer.load_state_dict(saved["optimizer"])
         schedule.load_state_dict(saved["scheduler"])
         scaler.load_state_dict(saved["scaler"])
-        torch.set_rng_state(saved["rng"]["torch"])
-        if device.type == "cuda" and saved["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(saved["rng"]["cuda"])
-        masking_generator.set_state(saved["rng"]["masking"])
+        rng = processes.own_rng(saved)
+        torch.set_rng_state(rng["torch"])
+        if device.type == "cuda" and rng.get("cuda") is not None:
+            torch.cuda.set_rng_state(rng["cuda"])
+        masking_generator.set_state(rng["masking"])
         history = saved["history"]
         step = saved["step"]
-    forward = torch.compile(model) if options.compile else model
+    forward = processes.wrap(model)  # DDP: averages the gradients across processes in backward()
+    forward = torch.compile(forward) if options.compile else forward
 
     def checkpoint_state() -> dict:
+        rngs = processes.gather({  # every process's generators (all processes take part in this)
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "masking": masking_generator.get_state(),
+        })
         return {
             "format": CHECKPOINT_FORMAT,
             "settings": settings,
@@ -227,11 +242,8 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
             "optimizer": optimizer.state_dict(),
             "scheduler": schedule.state_dict(),
             "scaler": scaler.state_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state() if device.type == "cuda" else None,
-                "masking": masking_generator.get_state(),
-            },
+            "rng": rngs[0],
+            **({"rng_by_rank": rngs} if processes.ddp else {}),
             "tokenizer": tokenizer.backend_tokenizer.to_str(),
             "history": history,
             "cost": cost(),
@@ -240,14 +252,16 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     other = next(arch for arch in ARCHITECTURES if arch != options.arch)
     with torch.device("meta"):  # only to count its parameters: no memory, no random draws
         twin = build_model(profile.model.for_arch(other, vocab_size=len(tokenizer)))
-    print(f"{describe(model)} (its {other} counterpart: {sum(p.numel() for p in twin.parameters()):,})")
-    print(
-        f"pretraining {options.arch} on {device} in {options.precision}: {n_sentences:,} sentences packed into "
-        f"{len(train_data):,} blocks of <= {config.max_seq_len} tokens ({train_data.n_tokens:,} tokens), "
-        f"{max_steps} steps of {spec.batch_size} blocks" + (", whole-word masking" if options.whole_word else "")
-    )
+    if main:
+        print(f"{describe(model)} (its {other} counterpart: {sum(p.numel() for p in twin.parameters()):,})")
+        print(
+            f"pretraining {options.arch} on {device} in {options.precision}: {n_sentences:,} sentences packed into "
+            f"{len(train_data):,} blocks of <= {config.max_seq_len} tokens ({train_data.n_tokens:,} tokens), "
+            f"{max_steps} steps of {spec.batch_size} blocks" + (", whole-word masking" if options.whole_word else "")
+            + (f", split across {processes.world_size} processes" if processes.ddp else "")
+        )
     model.train()
-    bar = tqdm(total=max_steps, initial=step, desc=f"pretrain {options.arch}", disable=not options.progress)
+    bar = tqdm(total=max_steps, initial=step, desc=f"pretrain {options.arch}", disable=not (options.progress and main))
     started, tokens_seen = time.perf_counter(), 0
     # what the run spent before a resume (a checkpoint older than this record: counted from its step on)
     earlier = (saved or {}).get("cost") or {"tokens_seen": 0, "train_seconds": 0.0, "counted_from_step": step}
@@ -259,11 +273,12 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
 
     while step < max_steps:
         step += 1
-        indices = batch_indices(step, len(train_data), spec.batch_size, options.seed)
+        indices = processes.shard(batch_indices(step, len(train_data), spec.batch_size, options.seed))
         batch = objective.batch(train_data, indices, masking_generator)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
             loss = objective.loss(forward, batch)
+        loss, global_loss, batch_tokens = processes.global_mean(loss, batch)  # one process: unchanged
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
@@ -273,13 +288,13 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         schedule.step()
 
         history["step"].append(step)
-        history["loss"].append(loss.item())
+        history["loss"].append(global_loss)
         history["lr"].append(schedule.get_last_lr()[0])
-        tokens_seen += int(batch["attention_mask"].sum())
+        tokens_seen += batch_tokens
         rate = tokens_seen / max(time.perf_counter() - started, 1e-9)
         bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
         bar.update(1)
-        if step % eval_every == 0 or step == max_steps:
+        if main and (step % eval_every == 0 or step == max_steps):
             metrics = evaluate(model, heldout, device)
             history["eval_step"].append(step)
             history["eval_loss"].append(metrics["loss"])
@@ -289,11 +304,16 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
             bar.close()
             raise KeyboardInterrupt(f"stopped after step {step} (stop_after)")
         if step % checkpoint_every == 0 or step == max_steps:
-            save_checkpoint(checkpoint_path, checkpoint_state())
+            state = checkpoint_state()
+            if main:
+                save_checkpoint(checkpoint_path, state)
     bar.close()
 
-    final = evaluate(model, heldout, device)
-    write_report(out_dir, history, final, options, model, cost=cost())
+    final = {}  # under torchrun, rank 0 alone evaluates and writes the report
+    if main:
+        final = evaluate(model, heldout, device)
+        write_report(out_dir, history, final, options, model, cost=cost())
+    processes.close()
     return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout, objective)
 
 
@@ -345,6 +365,8 @@ def pretrain_command(args: Any) -> int:
     if args.dropout is not None and not 0 <= args.dropout < 1:
         raise BertcourseError(f"--dropout must be at least 0 and below 1, got {args.dropout}")
     result = pretrain(options)
+    if not is_main_process():  # under torchrun, rank 0 reports
+        return 0
     final = result.final_eval
     print(f"held-out {objective_type.target_name} loss {final['loss']:.3f}, accuracy {final['accuracy']:.3f} "
           f"({final['targets']} targets)")

@@ -1,4 +1,4 @@
-"""The exercises as a student meets them: questions that do not give their answers away, visible checks
+"""The exercises as a student meets them: questions that do not give their answers away, self-checks
 that each report with a hint, and a blank or half-done notebook that runs to the end saying what is not
 done yet (src/bertcourse/selfcheck.py says why a part not done does not stop Run All)."""
 
@@ -84,7 +84,7 @@ def test_the_parser_sees_every_question():
     assert counts["ex01-masking"] == 4 and counts["ex03-tiny-bert"] == 4
 
 
-# ----------------------------------------------------------------------------- visible checks
+# ----------------------------------------------------------------------------- self-checks
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)

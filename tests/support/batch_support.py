@@ -1,4 +1,4 @@
-"""Helpers for the release, autograde and health tests: a private copy of the fixture course and
+"""Helpers for the release, autograde and validation tests: a private copy of the fixture course and
 submissions derived from its solution notebook."""
 
 from __future__ import annotations

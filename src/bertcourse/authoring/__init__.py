@@ -1,5 +1,5 @@
 """Tools for the course's authors, apart from grading: `bertcourse release` (release.py), `bertcourse
-check` (health.py) and the proofs of hidden checks in the course's tests (proofs.py).
+validate` (validation.py) and the proofs of hidden checks in the course's tests (proofs.py).
 
 They use the grading engine (`bertcourse.grading`); nothing in grading uses them.
 """

@@ -11,10 +11,16 @@ atomically under `autograded/<student>/<exercise>/`, keyed by a hash of the subm
 checks and its course.yml entry. A re-run grades only what has no matching result (or everything with
 `--force`) and rebuilds the gradebook rows, the CSV and any missing feedback page from the results.
 Submissions are only ever read.
+
+With a PostgreSQL gradebook, any number of such processes (on any machines that see the submissions)
+share the class: each claims one submission at a time in the database (claims.py), and every one of
+them, once the whole class is done, writes the CSV and any missing feedback page from the records
+kept there. SQLite keeps one grader.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -24,6 +30,7 @@ from typing import Any
 
 from bertcourse.course import Course, load_course
 from bertcourse.folders import write_atomic
+from bertcourse.grading.claims import DEFAULT_LEASE_S, Claims, shared
 from bertcourse.grading.exercises import exercise_cells
 from bertcourse.grading.feedback import feedback_exists, write_feedback
 from bertcourse.grading.gradebook import (
@@ -59,6 +66,7 @@ class BatchOptions:
     db_url: str | None = None
     force: bool = False
     progress: bool = True
+    lease_s: float = DEFAULT_LEASE_S  # PostgreSQL: how long a dead grader's claim blocks its submission
 
 
 @dataclass
@@ -85,6 +93,8 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
     """Grade every submission (reusing finished results), then write gradebook, CSV and feedback."""
     if options.jobs < 1:
         raise BatchError(f"--jobs must be at least 1, got {options.jobs}")
+    if options.lease_s <= 0:
+        raise BatchError(f"--lease must be a positive number of seconds, got {options.lease_s:g}")
     submissions = options.submissions.resolve()
     jobs = find_submissions(course, submissions, options.exercise_ids)
     out = (options.output_dir or submissions.parent).resolve()
@@ -105,6 +115,8 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
             records[job.label] = previous
         else:
             todo.append(job)
+    if shared(db_url):
+        return _autograde_shared(course, options, jobs, exercises, cells, submissions, out, db_url, log)
     reused = len(records)
     log(f"{len(jobs)} submissions in {options.submissions}: {reused} already graded, {len(todo)} to grade "
         f"with {options.jobs} lane{'s' if options.jobs > 1 else ''}")
@@ -149,6 +161,77 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
     return BatchSummary(ordered, len(todo), reused, csv_path, feedback_root, db_url)
 
 
+def _autograde_shared(course: Course, options: BatchOptions, jobs: list, exercises: list, cells: dict,
+                      submissions: Path, out: Path, db_url: str, log: Callable[[str], None]) -> BatchSummary:
+    """Grade the class together with every other grader on this PostgreSQL gradebook (claims.py).
+
+    Each submission is claimed before it is graded and recorded only while the claim is still this
+    grader's, so the class is recorded exactly once however many graders join or die. Result files are
+    written as usual but not read: the claims table says what is done. This grader returns once the
+    whole class is done (waiting for the others, and taking over the claims of any that died); its
+    summary counts as reused what another grader (or an earlier run) recorded."""
+    results_root, feedback_root = out / "autograded", out / "feedback"
+    by_label = {job.label: job for job in jobs}
+    lanes = GradingLanes(course, [], options.jobs, options.progress,  # forks now, before any connection
+                         exercise_ids=sorted({j.exercise_id for j in jobs if j.exercise_id in cells}))
+    graded_now = 0
+    try:
+        with Claims(db_url, options.lease_s) as claims:
+            with claims.exclusive():  # graders starting together would collide creating the same rows
+                claims.enlist({job.label: job.key for job in jobs}, force=options.force)
+                register_exercises(course, exercises, db_url)
+                with open_gradebook(db_url) as gradebook:
+                    for student in sorted({job.student for job in jobs if job.exercise_id in cells}):
+                        gradebook.update_or_create_student(student)
+            log(f"{len(jobs)} submissions in {options.submissions}: {claims.remaining()} not graded yet, shared "
+                f"with any other grader of this gradebook (this one: {claims.owner}, {options.jobs} "
+                f"lane{'s' if options.jobs > 1 else ''}, lease {options.lease_s:g} s)")
+
+            def feed(wait: bool) -> tuple | None:
+                label = claims.claim(wait)
+                if label is None:
+                    return None
+                job = by_label[label]
+                return (course, job, cells.get(job.exercise_id, {}), submissions, feedback_root)
+
+            with open_gradebook(db_url) as gradebook:
+                for record in lanes.fed(feed):
+                    label = f"{record.student}/{record.exercise}"
+                    if record.key:
+                        write_atomic(results_root / record.student / record.exercise / RESULT_NAME, record.to_json())
+                    if not claims.holds(label):
+                        log(f"{label}: taken over by another grader (this one went past its lease); theirs counts")
+                        continue
+                    if record.exercise in cells:
+                        record_grades(gradebook, record.exercise, record.notebook, record.student, record.parts,
+                                      flagged=bool(record.reasons),
+                                      timestamp=submission_timestamp(submissions, record.student, record.exercise))
+                    graded_now += claims.finish(label, record.key, record.to_json())
+            stored = claims.records()
+    except BaseException:  # as in autograde: stop grading, leave nothing behind (the claims were handed back)
+        lanes.terminate()
+        close_lane()
+        raise
+    finally:
+        lanes.close()
+
+    ordered = []
+    for job in jobs:
+        if job.label not in stored:  # another grader started the class over (--force) meanwhile
+            log(f"warning: {job.label} is being graded again by another grader; it is not in this CSV")
+            continue
+        record = Record(**json.loads(stored[job.label]))
+        ordered.append(record)
+        if not feedback_exists(feedback_root / job.student / job.exercise_id):  # graded on another machine
+            write_feedback(feedback_root / job.student / job.exercise_id, record, job.notebook)
+    unconfined = {n["message"] for r in ordered for n in r.result.get("notes", []) if n.get("kind") in QUIET_NOTES}
+    for message in sorted(unconfined):
+        log(f"warning: {message}")
+    csv_path = out / "grades.csv"
+    write_csv(csv_path, ordered)
+    return BatchSummary(ordered, graded_now, len(ordered) - graded_now, csv_path, feedback_root, db_url)
+
+
 def resolve_db_url(db_url: str | None, db_url_file: str | None, log: Callable[[str], None] = print) -> str | None:
     """The gradebook URL from --db-url or --db-url-file (None: $BERTCOURSE_DB_URL or the course default).
 
@@ -185,6 +268,7 @@ def autograde_command(args: Any) -> int:
         submissions=Path(args.submissions), output_dir=Path(args.output_dir) if args.output_dir else None,
         exercise_ids=args.exercise_ids, jobs=args.jobs, db_url=db_url, force=args.force,
         progress=not args.no_progress,
+        lease_s=DEFAULT_LEASE_S if getattr(args, "lease", None) is None else args.lease,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

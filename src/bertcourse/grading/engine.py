@@ -1,6 +1,6 @@
 """The grading engine: grade a notebook against its hidden checks without trusting the notebook.
 
-Public API (stable; `autograde`, `check`, `bertcourse grade` and the course's tests build on it):
+Public API (stable; `autograde`, `validate`, `bertcourse grade` and the course's tests build on it):
 
     from bertcourse.grading import Grader, grade_notebook, infer_exercise, NotebookResult
 

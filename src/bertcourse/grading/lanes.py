@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Any
@@ -160,16 +160,22 @@ class GradingLanes:
     starts its thread.
     """
 
-    def __init__(self, course: Course, tasks: list[Task], jobs: int, progress: bool):
-        self.tasks, self.progress = tasks, progress
+    def __init__(self, course: Course, tasks: list[Task], jobs: int, progress: bool,
+                 exercise_ids: list[str] | None = None):
+        """With no `tasks` but the `exercise_ids` to expect, the lanes start now and grade what `fed` hands
+        them later (several graders sharing a class, claims.py)."""
+        self.tasks, self.progress, self.jobs = tasks, progress, jobs
         self.pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.pending: dict[concurrent.futures.Future, Task] = {}
-        if jobs > 1 and len(tasks) > 1:
-            exercise_ids = sorted({task[1].exercise_id for task in tasks if not task[1].problem})
+        if jobs > 1 and (len(tasks) > 1 or exercise_ids is not None):
+            if exercise_ids is None:
+                exercise_ids = sorted({task[1].exercise_id for task in tasks if not task[1].problem})
             self.pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context("fork"),
+                max_workers=min(jobs, len(tasks)) if tasks else jobs, mp_context=multiprocessing.get_context("fork"),
                 initializer=_start_lane, initargs=(course, exercise_ids))
             self.pending = {self.pool.submit(_grade_task, task): task for task in tasks}
+            if not tasks:
+                self.pool.submit(os.getpid)  # a pool forks its lanes on its first task: now, as above
 
     def __iter__(self) -> Iterator[Record]:
         with tqdm(total=len(self.tasks), unit="nb", desc="grading", disable=not self.progress or not self.tasks,
@@ -195,6 +201,31 @@ class GradingLanes:
             record = summarise(job, result, cell_points, 0.0, submissions)
             record.key = ""
             return record
+
+    def fed(self, feed: Callable[[bool], Task | None]) -> Iterator[Record]:
+        """Grade the tasks `feed` hands out, one per free lane, yielding each Record as soon as it is ready.
+
+        `feed(wait)` returns the next task or None: with wait=False (lanes still busy here) when it has
+        none right now; with wait=True (nothing in flight here) only when there will be none, so it may
+        wait for one. It is asked only from this process, never while a lane's result waits to be taken.
+        """
+        with tqdm(unit="nb", desc="grading", disable=not self.progress, file=sys.stderr) as bar:
+            if self.pool is None:
+                while (task := feed(True)) is not None:
+                    bar.set_postfix_str(task[1].label, refresh=False)
+                    yield _grade_task(task)
+                    bar.update()
+                return
+            while True:
+                while len(self.pending) < self.jobs and (task := feed(not self.pending)) is not None:
+                    self.pending[self.pool.submit(_grade_task, task)] = task
+                if not self.pending:
+                    return
+                done, _ = concurrent.futures.wait(self.pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    yield self._record(future)
+                    del self.pending[future]
+                    bar.update()
 
     def close(self) -> None:
         """Wait for the lanes to finish what they hold, then end them."""

@@ -1,4 +1,4 @@
-"""`bertcourse check`: a healthy course passes every row; each kind of fault fails its own row."""
+"""`bertcourse validate`: a valid course passes every row; each kind of fault fails its own row."""
 
 from __future__ import annotations
 
@@ -8,28 +8,28 @@ import pytest
 from batch_support import make_course, with_cells
 
 from bertcourse import cli
-from bertcourse.authoring.health import run_health
 from bertcourse.authoring.release import release
+from bertcourse.authoring.validation import validate_course
 from bertcourse.course import load_course
 
 pytestmark = pytest.mark.slow
 
 
 def _rows(rows):
-    return {(row.item, row.check): row for row in rows}
+    return {(row.item, row.claim): row for row in rows}
 
 
-def test_healthy_course_passes_and_the_command_exits_0(tmp_path, monkeypatch, capsys):
+def test_valid_course_passes_and_the_command_exits_0(tmp_path, monkeypatch, capsys):
     course = make_course(tmp_path / "course")
     release(course)
     monkeypatch.delenv("BERTCOURSE_PROFILE", raising=False)  # the lesson asserts it runs with cpu-quick
     monkeypatch.setenv("BERTCOURSE_ROOT", str(course.root))
-    assert cli.main(["check"]) == 0
+    assert cli.main(["validate"]) == 0
     out = capsys.readouterr().out
     passed = [line for line in out.splitlines() if line.startswith("PASS")]
-    for check in ("points add up", "solution scores full marks", "release scores zero", "release up to date",
+    for claim in ("points add up", "solution scores full marks", "release scores zero", "release up to date",
                   "lesson executes"):
-        assert any(check in line for line in passed), out
+        assert any(claim in line for line in passed), out
     assert "5 passed, 0 failed" in out
 
 
@@ -50,7 +50,7 @@ def test_each_fault_fails_its_row(tmp_path, monkeypatch, capsys):
     lesson.write_text(lesson.read_text().replace("assert profile == 'cpu-quick', profile", "1 / 0"))
     course = load_course(root)
 
-    rows = _rows(run_health(course))
+    rows = _rows(validate_course(course))
     assert not rows[("fx01-add", "points add up")].ok
     assert "course.yml says 4" in rows[("fx01-add", "points add up")].detail
     assert not rows[("fx01-add", "solution scores full marks")].ok
@@ -62,29 +62,29 @@ def test_each_fault_fails_its_row(tmp_path, monkeypatch, capsys):
     assert "ZeroDivisionError" in rows[("hello", "lesson executes")].detail
 
     monkeypatch.setenv("BERTCOURSE_ROOT", str(root))
-    assert cli.main(["check", "--skip-lessons", "--only", "fx01-add"]) == 1
+    assert cli.main(["validate", "--skip-lessons", "--only", "fx01-add"]) == 1
     out = capsys.readouterr().out
     assert "FAIL  fx01-add" in out and "hello" not in out
-    assert cli.main(["check", "--only", "nope"]) == 2
+    assert cli.main(["validate", "--only", "nope"]) == 2
     assert "unknown exercise or lesson 'nope'" in capsys.readouterr().err
 
 
-def test_the_course_exercises_are_healthy():
+def test_the_course_exercises_are_valid():
     """The real exercises: solutions score full marks, releases score zero, points add up, release current."""
     from batch_support import ROOT
 
     course = load_course(ROOT)
     if not course.exercises:
         pytest.skip("course.yml lists no exercises yet")
-    rows = run_health(course, only=[e.id for e in course.exercises], skip_lessons=True)
-    failed = [f"{row.item}: {row.check}: {row.detail}" for row in rows if not row.ok]
+    rows = validate_course(course, only=[e.id for e in course.exercises], skip_lessons=True)
+    failed = [f"{row.item}: {row.claim}: {row.detail}" for row in rows if not row.ok]
     assert not failed, "\n".join(failed)
     assert len(rows) == 4 * len(course.exercises)
 
 
 def test_a_release_opened_in_jupyterlab_is_still_up_to_date(tmp_path):
     """Opening the release in JupyterLab leaves `.ipynb_checkpoints/` (with a stale copy) behind."""
-    from bertcourse.authoring.health import release_current_row
+    from bertcourse.authoring.validation import release_current_row
 
     course = make_course(tmp_path / "course")
     release(course)
