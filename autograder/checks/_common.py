@@ -56,6 +56,19 @@ def hoeffding_margin(ranges: torch.Tensor, tail: float = TAIL) -> float:
     return math.sqrt(math.log(1.0 / tail) * float((ranges.double() ** 2).sum()) / 2.0)
 
 
+def tensor(value, what: str) -> torch.Tensor:
+    """A student's result as a detached float tensor, or a failure saying it was not a tensor."""
+    assert isinstance(value, torch.Tensor), f"{what} must return a tensor, got {type(value).__name__}"
+    return value.detach().float()
+
+
+def shaped(value, shape: tuple[int, ...], what: str) -> torch.Tensor:
+    """`tensor(value)` checked to have `shape` (the message names the function, not the expected values)."""
+    got = tensor(value, what)
+    assert tuple(got.shape) == shape, f"{what} gave shape {tuple(got.shape)}, expected {shape}"
+    return got
+
+
 def percent(part: int, whole: int) -> str:
     """`part` of `whole` as a percentage for a message."""
     return f"{100.0 * part / whole:.1f}%" if whole else "n/a"

@@ -21,7 +21,7 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
-from _common import concept_answer
+from _common import concept_answer, shaped, tensor
 
 from bertcourse.contract import PADDING_MASK_MAX
 from bertcourse.grading import StudentError
@@ -62,17 +62,6 @@ def padded_batch(seed: int, all_padding_row: bool = False):
     ids[attention_mask == 0] = 0
     token_type_ids = ((torch.arange(SEQ) >= lengths[:, None] // 2) & (attention_mask == 1)).long()
     return ids, attention_mask, token_type_ids
-
-
-def tensor(value, what: str) -> torch.Tensor:
-    assert isinstance(value, torch.Tensor), f"{what} must return a tensor, got {type(value).__name__}"
-    return value.detach().float()
-
-
-def shaped(value, shape: tuple[int, ...], what: str) -> torch.Tensor:
-    got = tensor(value, what)
-    assert tuple(got.shape) == shape, f"{what} gave shape {tuple(got.shape)}, expected {shape}"
-    return got
 
 
 def share(flags: torch.Tensor) -> float:

@@ -32,7 +32,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from _common import concept_answer, rate_ok
+from _common import concept_answer, rate_ok, shaped, tensor
 
 from bertcourse.classifier import cls_pool, last_token_pool, mean_pool
 from bertcourse.grading import NotData, StudentError
@@ -135,17 +135,6 @@ def without_dropout(student, model) -> None:
         student.call_method(student.getattr(model, "dropout"), "__setattr__", "p", 0.0)
     except StudentError:
         pass
-
-
-def tensor(value, what: str) -> torch.Tensor:
-    assert isinstance(value, torch.Tensor), f"{what} must return a tensor, got {type(value).__name__}"
-    return value.detach().float()
-
-
-def shaped(value, shape: tuple[int, ...], what: str) -> torch.Tensor:
-    got = tensor(value, what)
-    assert tuple(got.shape) == shape, f"{what} gave shape {tuple(got.shape)}, expected {shape}"
-    return got
 
 
 def loss_and_logits(result, batch_size: int, n_labels: int) -> tuple[object, torch.Tensor]:

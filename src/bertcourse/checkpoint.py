@@ -41,17 +41,25 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 def load_checkpoint(path: str | Path) -> dict:
     """Read a checkpoint, with an error naming the file if it is missing, damaged or not ours."""
+    return read_saved_state(path, CHECKPOINT_NAME, CHECKPOINT_FORMAT, "pretraining checkpoint", "checkpoint",
+                            missing="no checkpoint to resume from (is --out the folder of an earlier run?)")
+
+
+def read_saved_state(path: str | Path, file_name: str, file_format: str, what: str, noun: str, *, missing: str,
+                     error: type[BertcourseError] = CheckpointError) -> dict:
+    """A dict saved by torch.save (`path` or `path/file_name`), refused with its path when missing, damaged
+    or of another `format` (pretraining checkpoints and fine-tuned classifiers are read through this)."""
     path = Path(path)
     if path.is_dir():
-        path = path / CHECKPOINT_NAME
+        path = path / file_name
     if not path.is_file():
-        raise CheckpointError(f"{path}: no checkpoint to resume from (is --out the folder of an earlier run?)")
+        raise error(f"{path}: {missing}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds for a truncated or foreign file
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path}: not a bertcourse pretraining checkpoint (format {CHECKPOINT_FORMAT!r})")
+        raise error(f"{path}: not a readable {noun} ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(state, dict) or state.get("format") != file_format:
+        raise error(f"{path}: not a bertcourse {what} (format {file_format!r})")
     return state
 
 
@@ -110,5 +118,6 @@ __all__ = [
     "load_checkpoint",
     "check_compatible",
     "load_pretrained",
+    "read_saved_state",
     "tokenizer_from_json",
 ]

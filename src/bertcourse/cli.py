@@ -136,6 +136,16 @@ def _add_grade(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_runs("bertcourse.grading.report", "grade_command"))
 
 
+def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """--device, --precision and --no-progress: the same three for every command that trains."""
+    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
+    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
+                        help="what the training steps autocast to; auto = bf16 on CUDA (fp16 with loss scaling "
+                        "where bf16 is missing), bf16 on a CPU with native bf16 (AVX512-BF16/AMX), else fp32; "
+                        "fp16 on the CPU is refused; a resumed pretraining keeps its precision (default: auto)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
 def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "pretrain",
@@ -156,12 +166,7 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dropout", type=float, help="override the profile's dropout probability, 0 <= P < 1")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA: faster)")
-    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
-    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
-                        help="what the training steps autocast to; auto = bf16 on CUDA (fp16 with loss scaling "
-                        "where bf16 is missing), bf16 on a CPU with native bf16 (AVX512-BF16/AMX), else fp32; "
-                        "fp16 on the CPU is refused; a resumed run keeps its precision (default: auto)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_training_arguments(parser)
     parser.set_defaults(handler=_runs("bertcourse.train", "pretrain_command"))
 
 
@@ -186,10 +191,7 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="output folder (default: runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--max-steps", type=int, help="stop after this many steps (a quick try)")
-    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
-    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
-                        help="autocast precision, as for pretrain (default: auto)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_training_arguments(parser)
     parser.set_defaults(handler=_runs("bertcourse.finetune", "finetune_command"))
 
 
@@ -208,10 +210,7 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="report folder (default: results/sst2-PROFILE)")
     parser.add_argument("--runs-dir", default="runs",
                         help="folder of the pretraining and fine-tuning runs (default: runs)")
-    parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
-    parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
-                        help="the fine-tuning runs' autocast precision, as for finetune (default: auto)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_training_arguments(parser)
     parser.set_defaults(handler=_runs("bertcourse.compare", "compare_command"))
 
 

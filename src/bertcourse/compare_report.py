@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 
 # The experiment's grid (compare.run_plan walks it; the table and figures are laid out by it).
-ARCHS = ("bert", "gpt")
-REGIMES = ("full", "probe", "lora")  # as bertcourse.finetune.REGIMES (not imported: torch loads slowly)
-INITS = ("pretrained", "scratch")
+from bertcourse.config import ARCHITECTURES as ARCHS
+from bertcourse.config import INITS, REGIMES
 
 FLOPS_FORMULA = ("FLOPs ~ 6 x T x (N_body + f x N_head): T tokens seen (real tokens, [CLS]/[SEP] included); "
                  "N_body the parameters every position passes through (blocks and LayerNorms, not the embedding "

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 ARCHITECTURES = ("bert", "gpt")
+# Fine-tuning's choices (bertcourse.finetune, compare): what trains, and where the weights start.
+REGIMES = ("full", "probe", "lora")
+INITS = ("pretrained", "scratch")
 # What the GPT does differently from BERT besides its mask and its objective: GPT-2's choices.
 GPT_SETTINGS: dict[str, Any] = {"type_vocab_size": 0, "pre_ln": True, "embedding_norm": False, "layer_norm_eps": 1e-5}
 

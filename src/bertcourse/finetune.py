@@ -17,6 +17,7 @@ runs are paired sentence by sentence.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -30,9 +31,16 @@ import torch
 from tqdm.auto import tqdm
 
 from bertcourse import metrics
-from bertcourse.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, tokenizer_from_json
+from bertcourse.checkpoint import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    load_checkpoint,
+    read_saved_state,
+    save_checkpoint,
+    tokenizer_from_json,
+)
 from bertcourse.classifier import SequenceClassifier, build_classifier, trainable_parameters
-from bertcourse.config import ARCHITECTURES, ModelConfig
+from bertcourse.config import ARCHITECTURES, INITS, REGIMES, ModelConfig
 from bertcourse.course import FinetuneSpec, load_course, resolve_profile
 from bertcourse.data import column, load_corpus, load_sst2
 from bertcourse.devices import autocast_dtype, pick_device, precision_name
@@ -45,8 +53,7 @@ from bertcourse.packing import tokenize_sentences
 from bertcourse.tokenizer import load_tokenizer
 
 FINETUNE_FORMAT = "bertcourse-finetune-1"
-REGIMES = ("full", "probe", "lora")
-INITS = ("pretrained", "scratch")
+MODEL_NAME = "model.pt"
 EVALUATIONS_PER_RUN = 8  # points on each run's learning curve
 PROBE_BATCH = 256  # the probe trains a linear layer on cached vectors: large batches cost nothing
 
@@ -134,25 +141,28 @@ def default_pretrained(arch: str, profile: str) -> Path:
     return Path(f"runs/pretrain-{arch}-{profile}") / CHECKPOINT_NAME
 
 
-def _file_digest(path: Path) -> str:
+@functools.lru_cache(maxsize=2)
+def _read_pretrained(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
+    """A pretraining checkpoint and the digest of its bytes, read once per file version: `compare` starts
+    36 runs from the same two checkpoints (mtime and size in the key: a resumed pretraining is read again)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
-    return digest.hexdigest()[:16]
+    return load_checkpoint(path), digest.hexdigest()[:16]
 
 
 def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, source: str) -> tuple[dict, Any, dict]:
-    """(model config, tokenizer, pretrained state or None, description) for the run."""
+    """(model config dict, tokenizer, {"state": pretrained weights or None, "described": their identity or None})."""
     path = Path(options.pretrained) if options.pretrained else default_pretrained(options.arch, profile)
     if path.is_dir():
         path = path / CHECKPOINT_NAME
     if path.is_file():
-        saved = load_checkpoint(path)
+        saved, digest = _read_pretrained(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
         config = saved["settings"]["model_config"]
         if config.get("arch", "bert") != options.arch:
             raise FinetuneError(f"{path} holds a {config.get('arch')} model, not a {options.arch}")
-        described = {"path": str(path), "digest": _file_digest(path), "step": saved["step"],
+        described = {"path": str(path), "digest": digest, "step": saved["step"],
                      "history": {k: saved["history"].get(k) for k in ("eval_step", "eval_loss", "eval_accuracy")}}
         return config, tokenizer_from_json(saved["tokenizer"]), {"state": saved["model"], "described": described}
     if options.init == "pretrained":
@@ -380,9 +390,7 @@ def _write_run(out_dir: Path, model: SequenceClassifier, tokenizer: Any, config:
              "max_seq_len": result["settings"]["finetune"]["max_seq_len"],
              "tokenizer": tokenizer.backend_tokenizer.to_str(),
              "weights": {k: v.cpu() for k, v in model.state_dict().items()}}
-    staging = out_dir / ".model.pt.partial"
-    torch.save(state, staging)
-    staging.replace(out_dir / "model.pt")
+    save_checkpoint(out_dir / MODEL_NAME, state)
     lines = ["index\tlabel\tprediction\tp_positive\tsentence"] + [
         f"{i}\t{int(y)}\t{int(p.argmax())}\t{p[1]:.6f}\t{s}"
         for i, (y, p, s) in enumerate(zip(data.validation_labels.tolist(), probabilities, data.validation_sentences))
@@ -393,17 +401,10 @@ def _write_run(out_dir: Path, model: SequenceClassifier, tokenizer: Any, config:
 
 def load_classifier(path: str | Path, device: str | torch.device = "cpu") -> tuple[SequenceClassifier, Any, dict]:
     """A saved classifier (`model.pt` or its folder), its tokenizer and its metadata, ready to predict."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "model.pt"
-    if not path.is_file():
-        raise FinetuneError(f"{path}: no fine-tuned classifier there (`bertcourse finetune` writes model.pt)")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many kinds for a truncated or foreign file
-        raise FinetuneError(f"{path}: not a readable classifier ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(state, dict) or state.get("format") != FINETUNE_FORMAT:
-        raise FinetuneError(f"{path}: not a bertcourse fine-tuned classifier (format {FINETUNE_FORMAT!r})")
+    state = read_saved_state(path, MODEL_NAME, FINETUNE_FORMAT, "fine-tuned classifier", "classifier",
+                             error=FinetuneError,
+                             missing="no fine-tuned classifier there (`bertcourse finetune` writes model.pt)")
+    path = Path(path) / MODEL_NAME if Path(path).is_dir() else Path(path)
     encoder = build_model(ModelConfig.from_dict(state["model_config"]))
     lora = state["lora"] or {}
     model = build_classifier(encoder, state["regime"], pooling=state["pooling"], dropout=state["dropout"],

@@ -11,10 +11,10 @@ the hidden check give the same verdict on every padding value.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
+from check_proofs import stubbed
 
 from bertcourse.authoring.proofs import run_check_module
 
@@ -542,28 +542,6 @@ def test_every_check_is_the_target_of_a_misconception():
 
 
 # ----------------------------------------------------------------------------- stubs earn nothing
-
-REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.DOTALL | re.MULTILINE)
-DEF = re.compile(r"^[ \t]*def (\w+)\(([^)]*)\)", re.MULTILINE)
-
-
-def stubbed(source: str, stub: str, keep_init: bool = False) -> str:
-    """`source` with each solution region replaced: "return" (return the enclosing function's first
-    argument, do nothing in __init__ or at the top level) or "raise" (nbgrader's NotImplementedError)."""
-
-    def replace(match: re.Match) -> str:
-        indent = match.group(1)
-        functions = DEF.findall(source[:match.start()])
-        name, params = functions[-1] if functions and indent else ("", "")
-        if keep_init and name == "__init__":
-            return match.group(0)
-        if stub == "raise":
-            return f"{indent}raise NotImplementedError()\n"
-        args = [a.split("=")[0].strip() for a in params.split(",") if a.strip() not in ("self", "")]
-        return f"{indent}return {args[0]}\n" if name and name != "__init__" and args else f"{indent}pass\n"
-
-    return REGION.sub(replace, source)
-
 
 def grade_variant(tmp_path: Path, stub: str, keep_init: bool = False):
     from bertcourse.authoring.proofs import shared_grader

@@ -11,7 +11,6 @@ so a proof here is a proof of what a student's notebook would get.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from check_proofs import (
@@ -22,6 +21,7 @@ from check_proofs import (
     assert_release_scores_zero,
     assert_scores_zero,
     checks_of,
+    stubbed,
     wrong_entry,
 )
 
@@ -409,27 +409,6 @@ def test_check_points_add_up_to_the_autograded_cells():
 
 # ----------------------------------------------------------------------------- stubs earn nothing
 
-REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.DOTALL | re.MULTILINE)
-DEF = re.compile(r"^[ \t]*def (\w+)\(([^)]*)\)", re.MULTILINE)
-
-
-def stubbed(source: str, stub: str, keep_init: bool = False) -> str:
-    """`source` with each solution region replaced: nbgrader's NotImplementedError ("raise"), or returning the
-    enclosing function's first argument ("return"; nothing in __init__ or at the top level). `keep_init`
-    keeps the real __init__ (the attributes exist, every function is a stub)."""
-
-    def replace(match: re.Match) -> str:
-        indent = match.group(1)
-        functions = DEF.findall(source[:match.start()])
-        name, params = functions[-1] if functions and indent else ("", "")
-        if keep_init and name == "__init__":
-            return match.group(0)
-        if stub == "raise":
-            return f"{indent}raise NotImplementedError()\n"
-        args = [a.split("=")[0].strip() for a in params.split(",") if a.strip() not in ("self", "")]
-        return f"{indent}return {args[0]}\n" if name and name != "__init__" and args else f"{indent}pass\n"
-
-    return REGION.sub(replace, source)
 
 
 @pytest.mark.parametrize("stub", ["raise", "return", "return behind the real __init__"])

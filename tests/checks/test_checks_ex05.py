@@ -10,6 +10,8 @@ import re
 
 import pytest
 from check_proofs import (
+    DEF,
+    REGION,
     ROOT,
     assert_caught,
     assert_every_check_targeted,
@@ -441,10 +443,6 @@ def test_check_points_add_up_to_the_autograded_cells():
 
 
 # ----------------------------------------------------------------------------- stubs earn nothing
-
-REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.DOTALL | re.MULTILINE)
-DEF = re.compile(r"^[ \t]*def (\w+)\(([^)]*)\)", re.MULTILINE)
-
 
 def stubbed(source: str, stub: str) -> str:
     """`source` with each solution region replaced by nbgrader's NotImplementedError ("raise"), by returning

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,27 @@ def failure_message(check_module: str, source: str, check: str) -> str:
     result = run_notebook(ROOT / check_module, source)
     assert check in result.failed_checks(), check
     return result.check(check).message
+
+
+# A solution region of an nbgrader source notebook, and a function header (name, parameters).
+REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION\n?", re.DOTALL | re.MULTILINE)
+DEF = re.compile(r"^[ \t]*def (\w+)\(([^)]*)\)", re.MULTILINE)
+
+
+def stubbed(source: str, stub: str, keep_init: bool = False) -> str:
+    """`source` with each solution region replaced: nbgrader's NotImplementedError ("raise"), or returning the
+    enclosing function's first argument ("return"; nothing in __init__ or at the top level). `keep_init`
+    keeps the real __init__ (the attributes exist, every function is a stub)."""
+
+    def replace(match: re.Match) -> str:
+        indent = match.group(1)
+        functions = DEF.findall(source[:match.start()])
+        name, params = functions[-1] if functions and indent else ("", "")
+        if keep_init and name == "__init__":
+            return match.group(0)
+        if stub == "raise":
+            return f"{indent}raise NotImplementedError()\n"
+        args = [a.split("=")[0].strip() for a in params.split(",") if a.strip() not in ("self", "")]
+        return f"{indent}return {args[0]}\n" if name and name != "__init__" and args else f"{indent}pass\n"
+
+    return REGION.sub(replace, source)
