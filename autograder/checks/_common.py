@@ -12,9 +12,12 @@ never changes between regrades; these tails make a wrong verdict on a correct su
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import torch
+
+from bertcourse.grading import NotData, StudentError
 
 PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103  # bert-base-uncased's ids: the specials are not contiguous
 SPECIAL = [PAD, UNK, CLS, SEP, MASK]
@@ -230,3 +233,32 @@ def concept_answer(student, name: str) -> str:
     value = student.value(name)
     assert isinstance(value, str), f'`{name}` must be a string such as "a"'
     return value.strip().lower().strip("()")
+
+
+def numeric_answer(student, name: str) -> float:
+    """A numeric answer as a float, in any of the forms a student may write it: an int or a float, a numpy
+    number or a one-element tensor, a `fractions.Fraction` (or anything else with `__float__`), or a string
+    such as "30", "20/3", "6.67" or "19,101,696". None, booleans and anything unreadable fail with a message."""
+    try:
+        value = student.value(name)
+    except NotData:  # a Fraction, a Decimal, ...: not plain data, but a number all the same
+        try:
+            value = student.call_method(student.ref(name), "__float__")
+        except StudentError:
+            raise AssertionError(f"`{name}` is not a number") from None
+    assert value is not None, f"`{name}` is not set yet"
+    if isinstance(value, torch.Tensor):
+        assert value.numel() == 1, f"`{name}` must be one number, not a tensor of {value.numel()}"
+        value = value.item()
+    if isinstance(value, str):
+        text = value.strip().replace(",", "").replace("_", "").replace(" ", "")
+        try:
+            value = fractions.Fraction(text)
+        except (ValueError, ZeroDivisionError):
+            raise AssertionError(f"`{name}` = {value[:40]!r} cannot be read as a number "
+                                 '(write e.g. 30, 6.67 or "20/3")') from None
+    assert isinstance(value, (int, float, fractions.Fraction)) and not isinstance(value, bool), (
+        f"`{name}` must be a number, got {type(value).__name__}")
+    value = float(value)
+    assert math.isfinite(value), f"`{name}` is {value}, not a finite number"
+    return value

@@ -77,11 +77,18 @@ def test_the_right_answer_is_not_given_away_by_its_length(exercise):
         assert answer <= 1.25 * max(distractors), f"Q{number}: the answer is far longer than any distractor"
         assert answer >= 0.75 * max(distractors), f"Q{number}: the answer is far shorter than the distractors"
     assert longest <= 1, f"the right answer is the longest option in {longest} of {len(asked)} questions"
+    if asked:  # nor longer or shorter on average: the mean right answer within 10% of the mean distractor
+        answers_mean = sum(len(options[right[n]]) for n, options in asked.items()) / len(asked)
+        distractors_mean = sum(len(text) for n, options in asked.items() for letter, text in options.items()
+                               if letter != right[n]) / (3 * len(asked))
+        assert abs(answers_mean - distractors_mean) <= 0.1 * distractors_mean, (
+            f"right answers average {answers_mean:.0f} characters, distractors {distractors_mean:.0f}")
 
 
 def test_the_parser_sees_every_question():
     counts = {exercise.id: len(questions(solution(exercise))) for exercise in EXERCISES}
     assert counts["ex01-masking"] == 4 and counts["ex03-tiny-bert"] == 4
+    assert counts["ex07-self-test"] == 16
 
 
 # ----------------------------------------------------------------------------- self-checks
@@ -125,7 +132,7 @@ def self_grading(cell) -> bool:
 
 FIRST_TODO = {"ex01-masking": "mask_tokens", "ex02-whole-word-masking": "whole_word_mask",
               "ex03-tiny-bert": "Embeddings.__init__", "ex04-finetuning": "cls_pool",
-              "ex05-metrics": "confusion_matrix"}
+              "ex05-metrics": "confusion_matrix", "ex07-self-test": "loss_counts"}
 
 
 @pytest.mark.slow
