@@ -41,6 +41,7 @@ def masked_batch(seed: int, rows: int = 48, seq: int = 60):
 
 
 def reference_counts(original, inputs, labels) -> tuple[int, int, int, int]:
+    """The four counts the contract asks for, taken here (the judge's own, trusted)."""
     in_loss = labels != IGNORE
     mask = in_loss & (inputs == MASK)
     own = in_loss & (inputs == original)
@@ -122,10 +123,11 @@ def assert_number(student, name: str, exact: float, tolerance: float, known: dic
     value = numeric_answer(student, name)
     if abs(value - exact) <= tolerance * abs(exact):
         return
+    shown = f"{int(value):,}" if value.is_integer() else f"{value:.6g}"
     for wrong, why in known.items():
         if abs(value - wrong) <= tolerance * abs(wrong):
-            raise AssertionError(f"{name} = {value:g}: {why}")
-    raise AssertionError(f"{name} = {value:g} is not within {tolerance:.1%} of the expected value")
+            raise AssertionError(f"{name} = {shown}: {why}")
+    raise AssertionError(f"{name} = {shown} is not within {tolerance:.1%} of the expected value")
 
 
 @pytest.mark.check(cell="numbers_checks", points=1.0,
