@@ -290,6 +290,15 @@ def _wikitext_lines(resolved: Source, course: Course) -> list[str]:
     return lines
 
 
+def wikitext_lines(course: Course | None = None, data_dir: str | Path | None = None,
+                   source: str = "auto") -> list[str]:
+    """WikiText-2's raw lines, headings included (the corpus drops them; `sentence_pairs.documents_from_lines`
+    needs them to find where each article starts); [] for the synthetic sample, which has no documents."""
+    course = course or load_course()
+    resolved = resolve_source(data_dir, source)
+    return [] if resolved.kind == "synthetic" else _wikitext_lines(resolved, course)
+
+
 def hub_rows_as_lines(rows: list[str]) -> list[str]:
     """WikiText rows as the hub has them (a paragraph or a heading a row, blank rows between) written as the
     local copy's lines: one sentence a line, ending after a "." / "!" / "?" token and a closing quote or

@@ -1,0 +1,74 @@
+"""What came after BERT, on the course's own model (issue 14, lesson 6): every variant of
+`bertcourse.after_bert.VARIANTS` pretrained on the same budget and measured the same way.
+
+    BERTCOURSE_DATA=/work/shared/data nice -n 10 .venv/bin/python benchmarks/after_bert.py --profile cpu
+
+Each variant trains the profile's `lesson_sizes["lesson06-after-bert"].training_steps` steps (the cpu
+profile: 1,000 steps of 32 x 128 tokens; ELECTRA fewer, matched in FLOPs per step to the MLM BERT), then
+is scored on held-out MLM, its auxiliary task and an SST-2 linear probe (see `bertcourse.after_bert`).
+Runs are cached in runs/after-bert/, so an interrupted benchmark resumes where it stopped. The table goes
+to stdout and, with the settings, to benchmarks/results/after_bert_PROFILE.json (what lesson 6 quotes);
+the figures are in benchmarks/README.md, "What came after BERT".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from bertcourse.after_bert import LESSON_ID, VARIANTS, course_data, results_table, run_variant
+from bertcourse.devices import autocast_dtype, pick_device, precision_name
+
+ORDER = ["random", "mlm", "mlm+nsp", "mlm+sop", "albert-shared", "albert", "rope", "electra"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--variants", nargs="+", default=ORDER, choices=list(VARIANTS))
+    parser.add_argument("--steps", type=int, default=None, help="the MLM budget (default: the profile's)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--out", type=Path, default=None, help="default benchmarks/results/after_bert_PROFILE.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    shared = course_data(args.profile)
+    results = []
+    for variant in args.variants:
+        begun = time.perf_counter()
+        result = run_variant(variant, profile=args.profile, steps=args.steps, precision=args.precision)
+        results.append(result)
+        print(f"{variant}: {time.perf_counter() - begun:.0f} s (training {result.train_seconds:.0f} s, "
+              f"{result.steps} steps)", flush=True)
+    table = results_table(results)
+    print(table)
+    sizes = shared.course.profile(shared.profile).sizes(LESSON_ID)
+    report = {
+        "command": f"BERTCOURSE_DATA=... nice -n 10 .venv/bin/python benchmarks/after_bert.py --profile {args.profile}"
+                   + (f" --steps {args.steps}" if args.steps else ""),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "profile": shared.profile,
+        "sizes": sizes,
+        "threads": args.threads,
+        "precision": precision_name(autocast_dtype(pick_device(None), args.precision)),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)",
+        "wall_minutes": round((time.perf_counter() - started) / 60, 1),
+        "table": table,
+        "results": [r.summary() for r in results],
+    }
+    out = args.out or Path(__file__).parent / "results" / f"after_bert_{shared.profile}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
