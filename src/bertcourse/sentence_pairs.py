@@ -126,7 +126,7 @@ def documents_from_lines(lines: Sequence[str], min_words: int = 1) -> list[list[
     line whose headings include a title ("= Title ="). Sentences are cleaned as the corpus cleans them
     (`data.load_corpus`: headings dropped, "@-@" undone, <unk> as [UNK]); those with fewer than
     `min_words` words are left out. A title the local copy glued to the END of a line (after an article
-    that ends without a full stop: 16 of the ~120 titles of its test and validation files) is not seen, so
+    that ends without a full stop: 16 of the 105 titles of its test and validation files) is not seen, so
     that article joins the one before (103 articles, ~17,000 sentences at min_words=4)."""
     documents: list[list[str]] = []
     for line in lines:
