@@ -2,7 +2,7 @@
 
 Both models get the same configuration (a course.yml profile), the same masked batches (the course
 masking, 15% selected) and the same optimizer (fused AdamW, as `bertcourse pretrain` uses); a training
-step is forward + backward + update.
+step is forward + backward + gradient clipping (the profile's grad_clip, since 2026-12-02) + update.
 Each round measures this machine's matmul rate and then both models back to back, so that a change in
 load or clock speed hits all three alike. The speed-up is the median of the per-round ratios. The
 fraction of the matmul rate is given best against best (the fastest round of the model against the
@@ -21,14 +21,18 @@ fraction of the matmul rate says how well the FLOPs it does run use the hardware
     .venv/bin/python benchmarks/pretraining.py --dropout 0.1    # with BERT's original dropout
     .venv/bin/python benchmarks/pretraining.py --profile cpu-quick --rounds 3
 
-`--precision` times something else: the course model's training step in fp32 against the same step
-under bf16 autocast, as `bertcourse pretrain --precision fp32 / bf16` runs it (forward and loss under
-autocast, backward, gradient clipping, fused AdamW), two copies of one initialisation on the same
-batches, alternating fp32 and bf16 within each round (which goes first alternates too). The speed-up is
-the median of the per-round ratios, the number to quote on a shared machine; the milliseconds are medians.
+`--precision bf16` adds a bf16 twin of each model: the course BERT and BertForMaskedLM each in fp32 and
+under bf16 autocast, as `bertcourse pretrain --precision bf16` runs it (forward and loss under autocast,
+master weights and fused AdamW in fp32), the twins starting from the same weights. Every round then
+measures the matmul rate in both dtypes (2048^3 `torch.mm` of fp32 and of bf16 matrices) and times the
+four models, in an order that rotates from round to round, so that load shifts hit all alike; each model's
+fraction is against the matmul rate of the dtype it computes in. The speed-ups (course bf16 over course
+fp32; course over BertForMaskedLM at the same precision) are medians of the per-round ratios, the numbers
+to quote on a shared machine. `--arch gpt` times the course GPT in fp32 and bf16 (transformers has no
+counterpart built from this config).
 
-    .venv/bin/python benchmarks/pretraining.py --precision --threads 1              # the cpu profile's BERT
-    .venv/bin/python benchmarks/pretraining.py --precision --threads 1 --arch gpt
+    .venv/bin/python benchmarks/pretraining.py --precision bf16 --threads 1              # the cpu profile's BERT
+    .venv/bin/python benchmarks/pretraining.py --precision bf16 --threads 1 --arch gpt
 
 Every mode ends with the process's resident memory (Linux): its peak and its size at the end. `--memory`
 measures that per model instead, in the real loop: `bertcourse.train.pretrain` for `--memory-steps` steps
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import resource
 import statistics
 import subprocess
@@ -58,7 +63,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, 
 from bertcourse.course import load_course
 from bertcourse.devices import autocast_dtype, cpu_has_native_bf16
 from bertcourse.masking import mask_tokens
-from bertcourse.model import BertForMLM, ModelConfig, build_model
+from bertcourse.model import ModelConfig, build_model
 from bertcourse.model_support import hf_bert_config
 from bertcourse.objectives import next_token_labels
 
@@ -76,7 +81,7 @@ def resident_mb() -> float:
 def memory_line() -> str:
     """The process's peak resident memory (ru_maxrss: kB on Linux) and its resident memory now."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return f"resident memory of this process (both models): peak {peak:,.0f} MB, end {resident_mb():,.0f} MB"
+    return f"resident memory of this process (all models timed): peak {peak:,.0f} MB, end {resident_mb():,.0f} MB"
 
 
 def memory_of_one_run(args: argparse.Namespace) -> int:
@@ -142,9 +147,9 @@ CPU_ATTENTION_FLOPS = {
 }
 
 
-def matmul_rate(size: int = 2048, repeats: int = 10) -> float:
-    """The best fp32 FLOP/s of a large square matrix product on this machine."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_rate(size: int = 2048, repeats: int = 10, dtype: torch.dtype = torch.float32) -> float:
+    """The best FLOP/s of a large square matrix product of `dtype` matrices on this machine."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     torch.mm(a, b)
     best = float("inf")
     for _ in range(repeats):
@@ -205,44 +210,6 @@ class Runner:
         return (time.perf_counter() - start) / len(batches)
 
 
-def compare_precision(args: argparse.Namespace) -> int:
-    """ms per training step of the course model in fp32 and under bf16 autocast, alternating."""
-    profile = load_course().profile(args.profile)
-    overrides = {} if args.dropout is None else {"dropout": args.dropout}
-    config = profile.model.for_arch(args.arch, **overrides)
-    torch.manual_seed(0)
-    model = build_model(config)
-    twin = build_model(config)
-    twin.load_state_dict(model.state_dict())
-    runners = [Runner("fp32", model, None, profile.pretrain.grad_clip),
-               Runner("bf16", twin, torch.bfloat16, profile.pretrain.grad_clip)]
-    batches = make_batches(config, args.batch_size, args.steps)
-    if args.arch == "gpt":  # next-token targets at every real position, as bertcourse.objectives.NextToken
-        for batch in batches:
-            batch["input_ids"] = batch["input_ids"].where(batch["labels"] == -100, batch["labels"])
-            batch["labels"] = next_token_labels(batch["input_ids"], batch["attention_mask"])
-    auto = "bf16" if autocast_dtype("cpu", "auto") == torch.bfloat16 else "fp32"
-    print(
-        f"profile {args.profile}: {args.arch}, {config.n_layers} layers x {config.d_model}, "
-        f"vocab {config.vocab_size}, batch {args.batch_size} x {config.max_seq_len}, "
-        f"{torch.get_num_threads()} threads, torch {torch.__version__}; "
-        f"native bf16 on this CPU: {cpu_has_native_bf16()} (--precision auto: {auto})"
-    )
-    for runner in runners:  # warm-up: first-call allocations and kernel choices
-        runner.step(batches[0])
-    step_time: dict[str, list[float]] = {runner.name: [] for runner in runners}
-    for round_ in range(args.rounds):
-        for runner in runners if round_ % 2 == 0 else runners[::-1]:
-            step_time[runner.name].append(runner.timed(batches))
-    for name, times in step_time.items():
-        print(f"{name}: {1000 * statistics.median(times):6.1f} ms/step median, best {1000 * min(times):6.1f}, "
-              f"per round {', '.join(f'{1000 * t:.0f}' for t in times)}")
-    speedups = [f / b for f, b in zip(step_time["fp32"], step_time["bf16"])]
-    print(f"speed-up (fp32 / bf16 time per step): {statistics.median(speedups):.2f}x "
-          f"(rounds {min(speedups):.2f}-{max(speedups):.2f}x, {args.rounds} rounds of {args.steps} steps)")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", help="course.yml profile whose model size is used")
@@ -251,9 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="rounds of matmul rate + both models")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--dropout", type=float, default=None, help="override the profile's dropout (both models)")
-    parser.add_argument("--precision", action="store_true",
-                        help="time the course model in fp32 against bf16 autocast instead (no transformers)")
-    parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="with --precision: the model")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: every model also under bf16 autocast, side by side with fp32")
+    parser.add_argument("--arch", choices=["bert", "gpt"], default="bert",
+                        help="the course model (gpt: no transformers counterpart is timed)")
     parser.add_argument("--memory", action="store_true",
                         help="resident memory of a short real pretraining run of each model instead")
     parser.add_argument("--memory-steps", type=int, default=300, help="with --memory: steps per run")
@@ -267,53 +235,92 @@ def main(argv: list[str] | None = None) -> int:
         return memory_of_one_run(args)
     if args.memory:
         return compare_memory(args)
-    if args.precision:
-        compare_precision(args)
-        print(memory_line())
-        return 0
+    return compare_speed(args)
+
+
+def gpt_batches(batches: list[dict[str, torch.Tensor]]) -> None:
+    """Next-token targets at every real position, as bertcourse.objectives.NextToken (in place)."""
+    for batch in batches:
+        batch["input_ids"] = batch["input_ids"].where(batch["labels"] == -100, batch["labels"])
+        batch["labels"] = next_token_labels(batch["input_ids"], batch["attention_mask"])
+
+
+def compare_speed(args: argparse.Namespace) -> int:
+    """Tokens/s, FLOP rate and speed-ups of the course model against BertForMaskedLM (and bf16 twins)."""
     torch.manual_seed(0)
-
-    from transformers import BertForMaskedLM
-
+    profile = load_course().profile(args.profile)
     overrides = {} if args.dropout is None else {"dropout": args.dropout}
-    config = load_course().profile(args.profile).model.for_arch("bert", **overrides)
-    ours = Runner("bertcourse BertForMLM", BertForMLM(config))
-    reference = Runner("transformers BertForMaskedLM", BertForMaskedLM(hf_bert_config(config)))
+    config = profile.model.for_arch(args.arch, **overrides)
+    dtypes = {"fp32": None} if args.precision == "fp32" else {"fp32": None, "bf16": torch.bfloat16}
+    clip = profile.pretrain.grad_clip  # as bertcourse pretrain does, for every model alike
+    ours_name = "bertcourse " + ("BertForMLM" if args.arch == "bert" else "GPT")
+    models = {ours_name: build_model(config)}
+    if args.arch == "bert":
+        from transformers import BertForMaskedLM
+
+        models["transformers BertForMaskedLM"] = BertForMaskedLM(hf_bert_config(config))
+    runners = []
+    for name, model in models.items():
+        for precision, dtype in dtypes.items():
+            twin = model
+            if dtype is not None:  # the same initial weights as the fp32 copy
+                twin = copy.deepcopy(model)
+            runners.append(Runner(f"{name}, {precision}", twin, dtype, clip))
     batches = make_batches(config, args.batch_size, args.steps)
+    if args.arch == "gpt":
+        gpt_batches(batches)
+    auto = "bf16" if autocast_dtype("cpu", "auto") == torch.bfloat16 else "fp32"
     print(
-        f"profile {args.profile}: {config.n_layers} layers x {config.d_model}, vocab {config.vocab_size}, "
-        f"batch {args.batch_size} x {config.max_seq_len}, dropout {config.dropout}, fp32, "
-        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+        f"profile {args.profile}: {args.arch}, {config.n_layers} layers x {config.d_model}, "
+        f"vocab {config.vocab_size}, batch {args.batch_size} x {config.max_seq_len}, dropout {config.dropout}, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}; "
+        f"native bf16 on this CPU: {cpu_has_native_bf16()} (--precision auto: {auto})"
     )
 
-    flops = {r.name: r.flops_per_step(batches[0]) for r in (ours, reference)}
-    for runner in (ours, reference):  # warm-up
+    flops = {r.name: r.flops_per_step(batches[0]) for r in runners}
+    for runner in runners:  # warm-up: first-call allocations and kernel choices
         runner.step(batches[0])
-    # Each round measures the matmul rate and both models back to back, so a change in machine load
-    # or clock speed hits all three alike; fractions and speed-ups are per-round ratios, medians shown.
-    step_time: dict[str, list[float]] = {ours.name: [], reference.name: []}
-    peaks: list[float] = []
-    for _ in range(args.rounds):
-        peaks.append(matmul_rate(repeats=5))
-        for runner in (ours, reference):
+    # Each round measures the matmul rate(s) and every model back to back, so a change in machine load
+    # or clock speed hits all alike; fractions and speed-ups are per-round ratios, medians shown.
+    step_time: dict[str, list[float]] = {r.name: [] for r in runners}
+    peaks: dict[str, list[float]] = {precision: [] for precision in dtypes}
+    for round_ in range(args.rounds):
+        for precision in dtypes:
+            peaks[precision].append(matmul_rate(repeats=5, dtype=dtypes[precision] or torch.float32))
+        shift = round_ % len(runners)
+        for runner in runners[shift:] + runners[:shift]:
             step_time[runner.name].append(runner.timed(batches))
 
     tokens_per_step = args.batch_size * config.max_seq_len
-    peak = max(peaks)
-    print(f"fp32 matmul rate (2048^3 torch.mm), per round: {', '.join(f'{p / 1e9:.0f}' for p in peaks)} GFLOP/s")
-    print(f"{'model':32s} {'tokens/s':>10s} {'GFLOP/step':>11s} {'GFLOP/s':>9s} {'of matmul':>10s}   per round")
-    for runner in (ours, reference):
-        times = step_time[runner.name]
-        fractions = sorted(flops[runner.name] / t / p for t, p in zip(times, peaks))
+    for precision, rates in peaks.items():
+        print(f"{precision} matmul rate (2048^3 torch.mm), per round: "
+              f"{', '.join(f'{p / 1e9:.0f}' for p in rates)} GFLOP/s")
+    print(f"{'model':40s} {'tokens/s':>10s} {'GFLOP/step':>11s} {'GFLOP/s':>9s} {'of matmul':>10s}   per round")
+    for runner in runners:
+        times, rates = step_time[runner.name], peaks[runner.name.rsplit(", ", 1)[1]]
+        fractions = sorted(flops[runner.name] / t / p for t, p in zip(times, rates))
         best = min(times)
         print(
-            f"{runner.name:32s} {tokens_per_step / best:10,.0f} {flops[runner.name] / 1e9:11.2f} "
-            f"{flops[runner.name] / best / 1e9:9.1f} {flops[runner.name] / best / peak:10.1%}   "
-            f"median {statistics.median(fractions):.1%} ({fractions[0]:.1%}-{fractions[-1]:.1%})"
+            f"{runner.name:40s} {tokens_per_step / best:10,.0f} {flops[runner.name] / 1e9:11.2f} "
+            f"{flops[runner.name] / best / 1e9:9.1f} {flops[runner.name] / best / max(rates):10.1%}   "
+            f"median {statistics.median(fractions):.1%} ({fractions[0]:.1%}-{fractions[-1]:.1%}), "
+            f"ms/step median {1000 * statistics.median(times):.0f}"
         )
-    speedups = [r / o for o, r in zip(step_time[ours.name], step_time[reference.name])]
-    print(f"speed-up (tokens/s, ours / transformers): {statistics.median(speedups):.2f}x "
-          f"(rounds {min(speedups):.2f}-{max(speedups):.2f}x)")
+
+    def speedup(label: str, fast: str, slow: str) -> None:
+        ratios = [s / f for f, s in zip(step_time[fast], step_time[slow])]
+        print(f"speed-up, {label}: {statistics.median(ratios):.2f}x "
+              f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x, {args.rounds} rounds of {args.steps} steps)")
+
+    if "bf16" in dtypes:
+        speedup(f"{ours_name} bf16 over its fp32 (tokens/s)", f"{ours_name}, bf16", f"{ours_name}, fp32")
+    if args.arch == "bert":
+        for precision in dtypes:
+            speedup(f"{precision}, ours over transformers (tokens/s)", f"{ours_name}, {precision}",
+                    f"transformers BertForMaskedLM, {precision}")
+        if "bf16" in dtypes:
+            speedup("transformers bf16 over its fp32", "transformers BertForMaskedLM, bf16",
+                    "transformers BertForMaskedLM, fp32")
     print(memory_line())
     return 0
 

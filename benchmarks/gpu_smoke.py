@@ -1,0 +1,155 @@
+"""The `gpu` profile on a real GPU, in one command: the figures the README's GPU table needs.
+
+A maintainer with a CUDA GPU (a Colab T4, say) runs
+
+    BERTCOURSE_DATA=... python benchmarks/gpu_smoke.py                 # 300 steps of the gpu profile
+    python benchmarks/gpu_smoke.py --steps 1000 --precision fp16
+
+and pastes the markdown table it prints into README.md ("Pretraining on a GPU"). It runs the package's
+own loop (`bertcourse.train.pretrain`, the profile's model, batch, schedule and precision: `auto` is
+bf16 where the GPU has it, fp16 with loss scaling on a T4) for `--steps` steps and reports:
+
+- steps/s and tokens/s of the steady state (the steps after the first tenth, timed between the starts of
+  consecutive steps: the loop reads every step's loss, which waits for the GPU);
+- FLOPs per step, counted by `torch.utils.flop_counter.FlopCounterMode` on one training step of the
+  profile's model (matmuls and attention, forward and backward, as benchmarks/pretraining.py counts
+  them), and the achieved TFLOP/s they give at the measured step rate;
+- peak GPU memory (`torch.cuda.max_memory_allocated`: tensors only, not the allocator's reserve);
+- the held-out MLM loss and accuracy after the `--steps` steps (the learning-rate schedule is the
+  profile's, compressed to `--steps`: a smoke test that the run learns, not the full profile's result);
+- the estimated time of the full profile (its `max_steps` at the measured step rate; evaluation,
+  checkpoints, tokenizer and packing not included).
+
+Without a GPU it refuses (exit status 2) unless `--allow-cpu` is given: a dry run of a few steps on the
+CPU, which proves the script end to end (tests/test_gpu_smoke.py) and prints the gpu profile's FLOP count,
+but whose figures say nothing about a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pretraining import CPU_ATTENTION_FLOPS, make_batches  # noqa: E402  (the benchmarks folder is no package)
+
+from bertcourse.course import load_course  # noqa: E402
+from bertcourse.devices import autocast_dtype, precision_name  # noqa: E402
+from bertcourse.model import ModelConfig, build_model  # noqa: E402
+
+NO_GPU = 2  # exit status without a GPU (and without --allow-cpu)
+
+
+def flops_per_step(config: ModelConfig, batch_size: int, device: torch.device) -> int:
+    """FLOPs of one training step (forward, loss, backward) of a fresh model of `config` on one batch.
+
+    Counted in fp32: a count of operations, the same under autocast; the optimizer's elementwise update is
+    not counted (as in benchmarks/pretraining.py).
+    """
+    model = build_model(config).to(device).train()
+    batch = {k: v.to(device) for k, v in make_batches(config, batch_size, 1)[0].items()}
+    with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
+        model(**batch).loss.backward()
+    return counter.get_total_flops()
+
+
+def timed_pretraining(args: argparse.Namespace, device: torch.device, out_dir: str) -> tuple[object, list[float]]:
+    """`bertcourse.train.pretrain` for `args.steps` steps; the wall-clock time at the start of every step."""
+    import bertcourse.train
+
+    starts: list[float] = []
+    draw = bertcourse.train.batch_indices
+
+    def timed(step: int, *rest, **kwargs):  # the loop calls it once per step, first thing
+        starts.append(time.perf_counter())
+        return draw(step, *rest, **kwargs)
+
+    bertcourse.train.batch_indices = timed  # this process runs only this one pretraining
+    try:
+        options = bertcourse.train.PretrainOptions(
+            arch="bert", profile=args.profile, out_dir=out_dir, data_dir=args.data_dir, source=args.source,
+            max_steps=args.steps, eval_every=args.steps, checkpoint_every=args.steps, progress=False,
+            device=device.type, precision=args.precision)
+        result = bertcourse.train.pretrain(options)
+    finally:
+        bertcourse.train.batch_indices = draw
+    return result, starts
+
+
+def markdown(rows: list[tuple[str, str]]) -> str:
+    """A two-column markdown table: what was measured, its value."""
+    return "\n".join(["| figure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="gpu", help="course.yml profile (default gpu)")
+    parser.add_argument("--steps", type=int, default=300, help="training steps to run and time (default 300)")
+    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp16", "fp32"],
+                        help="as `bertcourse pretrain --precision` (auto: bf16 where the GPU has it, else fp16)")
+    parser.add_argument("--data-dir", default=None, help="as `bertcourse pretrain --data-dir`")
+    parser.add_argument("--source", default="auto", help="as `bertcourse pretrain --source`")
+    parser.add_argument("--allow-cpu", action="store_true",
+                        help="without a GPU, run a dry run on the CPU instead of refusing (its figures are no GPU's)")
+    args = parser.parse_args(argv)
+    if args.steps < 10:
+        parser.error(f"--steps must be at least 10 (the first tenth is warm-up), got {args.steps}")
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+        name = torch.cuda.get_device_name(device)
+    elif args.allow_cpu:
+        device, name = torch.device("cpu"), "CPU (dry run with --allow-cpu: not a GPU figure)"
+    else:
+        print("gpu_smoke.py measures the gpu profile on a CUDA GPU, and torch sees none here "
+              f"(torch {torch.__version__}, torch.cuda.is_available() is False). Run it on a machine with "
+              "a GPU (Colab: Runtime > Change runtime type > T4 GPU), or pass --allow-cpu for a dry run "
+              "of the script on the CPU.", file=sys.stderr)
+        return NO_GPU
+
+    profile = load_course().profile(args.profile)
+    spec = profile.pretrain
+    precision = precision_name(autocast_dtype(device, args.precision))
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    with tempfile.TemporaryDirectory() as out_dir:
+        result, starts = timed_pretraining(args, device, out_dir)
+    if device.type == "cuda":
+        peak = f"{torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB"
+    else:
+        peak = f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB resident (CPU: no GPU memory)"
+    config = result.model.config  # the profile's model with the tokenizer's real vocabulary size
+    flops = flops_per_step(config, spec.batch_size, device)
+    warm = max(1, len(starts) // 10)  # the steps before it are warm-up: allocations, kernel choices
+    seconds_per_step = (starts[-1] - starts[warm]) / (len(starts) - 1 - warm)
+    tokens_per_step = spec.batch_size * config.max_seq_len
+    final = result.final_eval
+    full = spec.max_steps * seconds_per_step
+    rows = [
+        ("device", f"{name}, torch {torch.__version__}"),
+        ("profile, model", f"{args.profile}: {config.n_layers} layers x {config.d_model}, {config.n_heads} heads, "
+                           f"vocab {config.vocab_size}, batch {spec.batch_size} x {config.max_seq_len}, "
+                           f"dropout {config.dropout}, {precision}"),
+        ("steps timed", f"{len(starts) - 1 - warm} (steps {warm + 1}-{len(starts) - 1} of {args.steps}; "
+                        f"the first {warm} warm up)"),
+        ("steps/s", f"{1 / seconds_per_step:.2f}"),
+        ("tokens/s (block positions)", f"{tokens_per_step / seconds_per_step:,.0f}"),
+        ("FLOPs per step (counted)", f"{flops / 1e9:,.1f} GFLOP"),
+        ("achieved", f"{flops / seconds_per_step / 1e12:.2f} TFLOP/s"),
+        ("peak memory", peak),
+        (f"held-out MLM loss / accuracy after {args.steps} steps", f"{final['loss']:.3f} / {final['accuracy']:.1%}"),
+        (f"estimated full profile ({spec.max_steps:,} steps)", f"{full / 60:.1f} min of training steps"),
+    ]
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
