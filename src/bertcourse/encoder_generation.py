@@ -81,8 +81,8 @@ def additive_attention_mask(allowed: torch.Tensor, attention_mask: torch.Tensor 
         if attention_mask.shape[-1] != allowed.shape[-1]:
             raise GenerationError(f"attention_mask has {attention_mask.shape[-1]} positions, the mask "
                                   f"{allowed.shape[-1]}")
-        allowed = allowed & (attention_mask[:, None, None, :] != 0)
-    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        allowed = allowed & (attention_mask[:, None, None, :].to(allowed.device) != 0)
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 def encode_with_mask(model: Any, input_ids: torch.Tensor, allowed: torch.Tensor,
@@ -91,7 +91,7 @@ def encode_with_mask(model: Any, input_ids: torch.Tensor, allowed: torch.Tensor,
     """The course model's last hidden states [B, S, D] with attention restricted by `allowed` [S, S]:
     the same weights run as an encoder, a decoder or a prefix LM, only the mask differs."""
     x = model.embeddings(input_ids, token_type_ids)
-    mask = additive_attention_mask(allowed.to(input_ids.device), attention_mask, x.dtype).to(x.device)
+    mask = additive_attention_mask(allowed.to(x.device), attention_mask, x.dtype)  # on the model's device
     for block in model.blocks:
         x = block(x, mask)
     return model.final_norm(x)

@@ -1,0 +1,114 @@
+"""Lesson 6 (what came after BERT) takes its code from the package and its sizes from course.yml, and what
+it prints agrees with what it claims: the bag-of-words shortcut beats chance on NSP and does better there
+than on SOP, the three attention masks have UniLM's shapes and reach, every verdict follows from the
+numbers printed next to it, and T5's sentinels are in order."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+from lesson_support import ROOT, executed_lesson, printed_text
+
+from bertcourse.course import load_course
+
+LESSON_ID = "lesson06-after-bert"
+LESSON = next(lesson for lesson in load_course(ROOT).lessons if lesson.id == LESSON_ID)
+
+
+def cells(kind: str) -> str:
+    notebook = nbformat.read(ROOT / LESSON.notebook, as_version=4)
+    return "\n".join(cell.source for cell in notebook.cells if cell.cell_type == kind)
+
+
+def test_lesson_6_imports_its_code_and_reads_its_sizes_from_course_yml():
+    code = cells("code")
+    assert f'spec.sizes("{LESSON_ID}")' in code
+    for name in load_course(ROOT).profile("cpu").sizes(LESSON_ID):
+        if name not in ("training_steps", "probe_rows", "heldout_pairs"):  # read by run_variant itself
+            assert f'SIZES["{name}"]' in code, f"lesson 6 does not use course.yml's {name}"
+    for module in ("after_bert", "pair_shortcut", "distillation", "encoder_generation", "sentence_pairs",
+                   "span_corruption", "replaced_tokens", "variants"):
+        assert f"from bertcourse.{module} import" in code, module
+    for own_loop in ("optim.", ".backward()", "clip_grad_norm_", "lr_scheduler", "LogisticRegression(",
+                     "def mask_predict", "def distillation_loss", "def nsp_pairs", "def t5_span_corrupt"):
+        assert own_loop not in code, f"lesson 6 copies package code ({own_loop})"
+
+
+def test_lesson_6_types_no_measured_cpu_figure_into_its_prose():
+    """The cpu figures are printed from the committed JSON at run time, never written into the text."""
+    path = ROOT / "benchmarks" / "results" / "after_bert_cpu.json"
+    if not path.is_file():
+        pytest.skip("benchmarks/results/after_bert_cpu.json is not committed yet")
+    text = cells("markdown")
+    for result in json.loads(path.read_text())["results"]:
+        for pooling in ("cls", "mean"):
+            accuracy = result["probe"][pooling]["accuracy"]
+            for written in (f"{100 * accuracy:.1f}%", f"{accuracy:.3f}"):
+                assert written not in text, f"{result['variant']}: measured {pooling} probe {written} in the prose"
+
+
+@pytest.fixture(scope="module")
+def printed(data_dir):
+    return printed_text(executed_lesson(LESSON.notebook, data_dir))
+
+
+SCORE = r"([\d.]+) \[([\d.]+), ([\d.]+)\]"
+
+
+@pytest.mark.slow
+def test_the_shortcut_solves_more_of_nsp_than_of_sop(printed):
+    found = {task: tuple(map(float, re.search(rf"{task}: bag-of-words shortcut accuracy ([\d.]+) \(95% interval "
+                                              r"([\d.]+)-([\d.]+)\)", printed).groups())) for task in ("NSP", "SOP")}
+    (nsp, nsp_low, _), (sop, _, sop_high) = found["NSP"], found["SOP"]
+    assert nsp_low > 0.55 and nsp > sop
+    expected = "better on NSP than on SOP, beyond the noise" if nsp_low > sop_high else "not clearly better"
+    assert f"this run: the shortcut is {expected}" in printed
+
+
+@pytest.mark.slow
+def test_the_three_masks_have_unilms_shapes_and_reach(printed):
+    assert "bidirectional (BERT): shape (8, 8), 64 of 64 query-key pairs allowed" in printed
+    assert "causal (GPT): shape (8, 8), 36 of 64 query-key pairs allowed" in printed
+    assert "prefix of 4 (UniLM seq2seq): shape (8, 8), 42 of 64 query-key pairs allowed" in printed  # 4 x 8 + 10
+    reach = re.findall(r"^(bidirectional|causal|prefix of (\d+))\s+token (\d+) changed -> states that change: "
+                       r"\[([\d, ]+)\]$", printed, re.M)
+    assert len(reach) == 6
+    length = max(int(i) for *_, changed in reach for i in changed.split(",")) + 1
+    for name, prefix, token, changed in reach:
+        token, changed = int(token), [int(i) for i in changed.split(",")]
+        if name == "bidirectional" or (prefix and token < int(prefix)):
+            assert changed == list(range(length)), (name, token)
+        else:  # causal, or a target token under the prefix mask: never an earlier position
+            assert changed == list(range(token, length)), (name, token)
+
+
+@pytest.mark.slow
+def test_every_verdict_follows_from_the_intervals_printed_with_it(printed):
+    lines = re.findall(rf"^  (.+?): (\S+) {SCORE}, (\S+) {SCORE}: (.+)$", printed, re.M)
+    assert len(lines) >= 10  # NSP, SOP, ELECTRA, ALBERT x 2, RoPE: this run's at least
+    for _, a, x, x_low, x_high, b, y, y_low, y_high, said in lines:
+        x_low, x_high, y_low, y_high = map(float, (x_low, x_high, y_low, y_high))
+        assert x_low <= float(x) <= x_high and y_low <= float(y) <= y_high
+        expected = (f"{a} is ahead" if x_low > y_high else f"{b} is ahead" if y_low > x_high
+                    else "cannot tell the two apart")
+        assert said == expected, (a, b, said)
+    diff, half, said = re.search(r"distilled minus hard-label, paired over the same [\d,]+ targets: ([+-][\d.]+) "
+                                 r"\+- ([\d.]+); this run: (.+)", printed).groups()
+    diff, half = float(diff), float(half)
+    assert said == ("cannot tell the two apart" if abs(diff) <= half else
+                    "the distilled student is ahead" if diff > 0 else "the hard-label student is ahead")
+
+
+@pytest.mark.slow
+def test_t5_sentinels_and_mask_predict_rounds_are_as_described(printed):
+    inputs = re.search(r"^T5 input: +(.+)$", printed, re.M).group(1).split()
+    targets = re.search(r"^T5 target: +(.+)$", printed, re.M).group(1).split()
+    used = [t for t in inputs if t.startswith("<extra_id_")]
+    assert used == [f"<extra_id_{k}>" for k in range(len(used))] and used  # in order, one per span
+    assert [t for t in targets if t.startswith("<extra_id_")] == [f"<extra_id_{k}>" for k in range(len(used) + 1)]
+    assert targets[0] == "<extra_id_0>" and targets[-1] == f"<extra_id_{len(used)}>"
+    rounds = [int(n) for n in re.findall(r"^round \d: (\d+) predicted:", printed, re.M)]
+    assert rounds == [8, 6, 4, 2]  # N (T - t + 1) / T for N = 8, T = 4
