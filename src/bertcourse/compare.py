@@ -332,6 +332,11 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     from tqdm.auto import tqdm
 
     from bertcourse.checkpoint import CHECKPOINT_NAME, load_checkpoint, tokenizer_from_json
+    from bertcourse.distributed import launched_by_torchrun
+
+    if launched_by_torchrun():  # a second process group in the same torchrun processes hung when tried
+        raise BertcourseError("`bertcourse compare` runs on one process: start it without torchrun (its "
+                              "pretraining and single fine-tuning runs can use torchrun, README)")
     from bertcourse.course import load_course, resolve_profile
     from bertcourse.finetune import FinetuneOptions, encode_sst2, finetune
 

@@ -1,10 +1,11 @@
-"""Pretraining on several processes: what `torchrun` adds to the training loop, kept out of the loop.
+"""Training on several processes: what `torchrun` adds to the training loops, kept out of the loops.
 
-`torchrun --nproc_per_node N -m bertcourse.cli pretrain ...` starts N copies of the same command, one per
-device, and tells each its place in environment variables (RANK, LOCAL_RANK, WORLD_SIZE). `Processes`
-reads them (nothing set: one process, and every method below does nothing), joins the process group
-(gloo on CPUs, nccl on CUDA GPUs) and wraps the model in DistributedDataParallel, which averages the
-gradients across processes during `backward()`, so every process takes the same optimizer step.
+`torchrun --nproc_per_node N -m bertcourse.cli pretrain ...` (or `... finetune ...`: `bertcourse.finetune`
+uses the same class, see its module docstring) starts N copies of the same command, one per device,
+and tells each its place in environment variables (RANK, LOCAL_RANK, WORLD_SIZE). `Processes` reads them
+(nothing set: one process, and every method below does nothing), joins the process group (gloo on CPUs,
+nccl on CUDA GPUs) and wraps the model in DistributedDataParallel, which averages the gradients across
+processes during `backward()`, so every process takes the same optimizer step.
 
 How the work is split, and what that changes:
 
@@ -70,7 +71,7 @@ class Processes:
             device = torch.device("cuda", self.local_rank)  # one GPU per process on each machine
             torch.cuda.set_device(device)
         if self.ddp and device.type not in ("cpu", "cuda"):
-            raise BertcourseError(f"distributed pretraining runs on CPUs (gloo) or CUDA GPUs (nccl), not on "
+            raise BertcourseError(f"distributed training runs on CPUs (gloo) or CUDA GPUs (nccl), not on "
                                   f"{device.type}: pass --device cpu, or run one process without torchrun")
         self.device = device
         self.started = False
@@ -92,23 +93,30 @@ class Processes:
             self.started = True
 
     def close(self) -> None:
-        """Wait for every process (rank 0's final evaluation), then leave the process group."""
-        if self.started:
+        """Wait for every process (rank 0's final evaluation), then leave the process group if `start` joined
+        it (a group the caller started, e.g. for several fine-tuning runs in a row, stays)."""
+        if self.ddp and dist.is_initialized():
             dist.barrier()
+        if self.started:
             dist.destroy_process_group()
             self.started = False
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """The model wrapped to average its gradients across processes (itself for one process)."""
+    def wrap(self, model: torch.nn.Module, find_unused: bool = False) -> torch.nn.Module:
+        """The model wrapped to average its gradients across processes (itself for one process).
+
+        `find_unused`: some trainable parameters take no part in the loss (a classifier on a pretraining
+        model leaves its MLM head unused); DDP then looks for them after every forward instead of waiting.
+        """
         if not self.ddp:
             return model
         ids = [self.device.index] if self.device.type == "cuda" else None
-        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, find_unused_parameters=find_unused)
 
     def shard(self, indices: Sequence[int]) -> list[int]:
-        """This process's consecutive share of the global batch's rows."""
-        per_rank = len(indices) // self.world_size
-        return list(indices[self.rank * per_rank : (self.rank + 1) * per_rank])
+        """This process's consecutive share of the global batch's rows (equal shares when the world size
+        divides the batch; a fine-tuning epoch's shorter last batch is split as evenly as it goes)."""
+        n = len(indices)
+        return list(indices[self.rank * n // self.world_size : (self.rank + 1) * n // self.world_size])
 
     def global_mean(self, loss: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float, int]:
         """(the loss to backpropagate, the mean loss over the global batch's targets, its real tokens).

@@ -13,6 +13,16 @@ resume); a folder written with other settings is refused with its path. The numb
 learning rate by regime, rows) come from the profile's `finetune:` block in course.yml. Every run
 trains on the same fixed subset of SST-2 train and is scored on all 872 validation sentences, so two
 runs are paired sentence by sentence.
+
+Under `torchrun` (one process per device, `bertcourse.distributed.Processes`, as pretraining uses it)
+every process computes the same shuffled order and takes its own consecutive share of each global batch
+of the profile's `batch_size` rows; the loss of each share is weighted by its rows, so the averaged
+gradient is that of the whole batch, as in one process. Rank 0 alone evaluates and writes the run
+folder; the other processes then read it back, so every process returns the same result. What differs
+from one process: the head's dropout draws its masks per process (a tolerance, not equality; without
+dropout the runs agree to float rounding, tests/test_distributed.py), and a probe's feature vectors are
+computed by every process for all rows (cheap next to training). The process count enters the run's
+settings (and key) when it is above one.
 """
 
 from __future__ import annotations
@@ -43,7 +53,8 @@ from bertcourse.classifier import SequenceClassifier, build_classifier, trainabl
 from bertcourse.config import ARCHITECTURES, INITS, REGIMES, ModelConfig
 from bertcourse.course import FinetuneSpec, load_course, resolve_profile
 from bertcourse.data import column, load_corpus, load_sst2
-from bertcourse.devices import autocast_dtype, pick_device, precision_name
+from bertcourse.devices import autocast_dtype, precision_name
+from bertcourse.distributed import Processes, is_main_process
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import write_atomic
 from bertcourse.masking import pad_batch
@@ -238,9 +249,24 @@ def pooled_features(model: SequenceClassifier, ids: list[list[int]], device: tor
     return out
 
 
+class _ProbeHead(torch.nn.Module):
+    """The classifier's head as a module of its own, so that DistributedDataParallel sees a probe's forward."""
+
+    def __init__(self, model: SequenceClassifier):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pooled: torch.Tensor, labels: torch.Tensor) -> Any:
+        """Dropout + linear + loss on cached vectors (`SequenceClassifier.head`)."""
+        return self.model.head(pooled, labels)
+
+
 def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, options: FinetuneOptions,
-           device: torch.device) -> dict[str, list]:
+           processes: Processes) -> dict[str, list]:
     """The loop of one run; returns its learning curve. A probe trains the head on cached vectors.
+
+    Under torchrun each process trains on its share of every global batch (`processes.shard`) and only
+    rank 0 evaluates; the loss on the curve is the mean over the global batch on every process.
 
     The probe standardises the vectors (each feature to mean 0, variance 1 on the training rows) as a
     logistic-regression probe does: a random encoder's [CLS] vectors differ from sentence to sentence by
@@ -248,6 +274,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
     scaling is folded into the linear layer afterwards, so the saved classifier takes raw vectors.
     """
     probe = options.regime == "probe"
+    device, main = processes.device, processes.is_main
     if probe:
         train_x = pooled_features(model, data.train_ids, device)
         val_x = pooled_features(model, data.validation_ids, device)
@@ -266,20 +293,24 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
     generator = torch.Generator().manual_seed(options.seed)
     history: dict[str, list] = {"step": [], "loss": [], "eval_step": [], "eval_accuracy": []}
     bar = tqdm(total=total, desc=f"finetune {options.arch} {options.regime} {options.init}",
-               disable=not options.progress)
+               disable=not (options.progress and main))
+    # DDP: gradients averaged across processes in backward(); the MLM head of a full run trains nothing
+    forward = processes.wrap(_ProbeHead(model) if probe else model, find_unused=options.regime == "full")
     step = 0
     while step < total:
         order = torch.randperm(len(data.train_ids), generator=generator).tolist()
         for start in range(0, len(order), batch_size):
-            index = order[start : start + batch_size]
+            index = processes.shard(order[start : start + batch_size])  # one process: the whole batch
             labels = data.train_labels[index].to(device)
             model.train()
             with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
                 if probe:
-                    loss = model.head(train_x[index].to(device), labels).loss
+                    loss = forward(train_x[index].to(device), labels).loss
                 else:
                     ids, attention = pad_batch([data.train_ids[i] for i in index], 0)
-                    loss = model(ids.to(device), attention.to(device), labels=labels).loss
+                    loss = forward(ids.to(device), attention.to(device), labels=labels).loss
+            # weighted by this share's rows (one target per row); the curve gets the global batch's mean
+            loss, global_loss, _ = processes.global_mean(loss, {"labels": labels, "attention_mask": labels})
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_([p for _, p in trainable_parameters(model)], 1.0)
@@ -287,10 +318,10 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
             schedule.step()
             step += 1
             history["step"].append(step)
-            history["loss"].append(loss.item())
-            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+            history["loss"].append(global_loss)
+            bar.set_postfix(loss=f"{global_loss:.3f}", refresh=False)
             bar.update(1)
-            if step in evaluate_at:
+            if step in evaluate_at and main:
                 if probe:
                     model.eval()
                     with torch.no_grad():
@@ -347,22 +378,39 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     }
     if options.regime == "probe":  # the probe's vectors are standardised (see _train); not the other regimes'
         settings["probe_features"] = "standardised"
+    processes = Processes(options.device)  # one, or this one of several started by torchrun
+    if processes.ddp:  # the head's dropout masks depend on the split (one process: the key as before)
+        settings["world_size"] = processes.world_size
     key = run_key(settings)
     finished = read_finished(out_dir, key)
     if finished is not None:
         return finished
 
     data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
-    device = pick_device(options.device)
+    batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
+    last_batch = len(data.train_ids) % batch_size or batch_size
+    if processes.ddp and last_batch < processes.world_size:
+        raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {len(data.train_ids)} training "
+                            f"rows, fewer than the {processes.world_size} processes: run fewer processes or "
+                            "change train_rows")
+    processes.start(batch_size)
+    device = processes.device
     torch.manual_seed(options.seed)
     encoder = build_model(config)
     if options.init == "pretrained":
         encoder.load_state_dict(start["state"])
     model = build_classifier(encoder, options.regime, pooling=options.pooling, dropout=spec.dropout,
                              lora_rank=spec.lora_rank, lora_alpha=spec.lora_alpha).to(device)
+    processes.reseed_dropout(options.seed)  # ranks above 0: their own dropout stream
     started = time.perf_counter()
-    history = _train(model, data, spec, options, device)
+    history = _train(model, data, spec, options, processes)
     train_seconds = time.perf_counter() - started
+    if not processes.is_main:  # rank 0 evaluates and writes; the others return what it wrote
+        processes.close()
+        finished = read_finished(out_dir, key)
+        if finished is None:
+            raise FinetuneError(f"{out_dir}: rank 0 finished without writing the run")
+        return FinetuneResult(out_dir, finished.metrics, finished.predictions, model)
     probabilities = predict_rows(model, data.validation_ids, device)
     predicted = probabilities.argmax(1)
     result = {
@@ -375,6 +423,7 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
         "history": history,
     }
     _write_run(out_dir, model, tokenizer, config, options, data, probabilities, result)
+    processes.close()  # waits until every process has finished training
     return FinetuneResult(out_dir, result, probabilities, model)
 
 
@@ -425,6 +474,8 @@ def finetune_command(args: Any) -> int:
         max_steps=args.max_steps,
     )
     result = finetune(options)
+    if not is_main_process():  # under torchrun: rank 0 prints
+        return 0
     m = result.metrics
     low, high = m["accuracy_interval"]
     reused = " (reused: the folder already held this run)" if result.model is None else ""
