@@ -88,9 +88,9 @@ def test_distil_trains_the_student_towards_the_teacher_and_only_the_student():
             return distillation_loss(student(**probe).logits, teacher(**probe).logits, alpha=1.0).item()
 
     start = gap()
-    losses = distil(student, teacher, objective, data, steps=30, batch_size=8, learning_rate=3e-3, alpha=1.0,
+    losses = distil(student, teacher, objective, data, steps=20, batch_size=8, learning_rate=5e-3, alpha=1.0,
                     progress=False)
-    assert len(losses) == 30 and all(torch.isfinite(torch.tensor(losses)))
+    assert len(losses) == 20 and all(torch.isfinite(torch.tensor(losses)))
     assert gap() < start / 2
     assert all(torch.equal(a, b) for a, b in zip(before, teacher.parameters()))
     hard = distil(student_from_teacher(teacher, [0]), None, objective, data, steps=5, batch_size=8,
