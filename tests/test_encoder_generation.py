@@ -18,6 +18,7 @@ from bertcourse.encoder_generation import (
     draw_attention_mask,
     encode_with_mask,
     mask_predict,
+    masked_token_hits,
     prefix_mask,
 )
 from bertcourse.model import ModelConfig, build_model
@@ -165,3 +166,19 @@ def test_mask_predict_never_picks_a_forbidden_token_and_refuses_nonsense():
         mask_predict(model, torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.bool), 4, 2)
     with pytest.raises(GenerationError, match="rounds"):
         mask_predict(model, torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.bool), 4, 0)
+
+
+def test_masked_token_hits_under_the_bidirectional_mask_are_the_models_own():
+    from bertcourse.masking import mask_tokens
+    from bertcourse.pretrain_eval import target_hits
+
+    model = random_model()
+    generator = torch.Generator().manual_seed(4)
+    ids = torch.randint(5, 60, (3, 12), generator=generator)
+    inputs, labels = mask_tokens(ids, mask_token_id=4, vocab_size=60, special_ids=[0, 1, 2, 3, 4],
+                                 select_prob=0.5, generator=generator)
+    batches = [{"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}]
+    ours = masked_token_hits(model, batches, bidirectional_mask)
+    assert len(ours) == int((labels != -100).sum()) > 0
+    assert torch.equal(ours, target_hits(model, batches))
+    assert len(masked_token_hits(model, batches, causal_mask)) == len(ours)

@@ -97,6 +97,29 @@ def encode_with_mask(model: Any, input_ids: torch.Tensor, allowed: torch.Tensor,
     return model.final_norm(x)
 
 
+def masked_token_hits(model: Any, batches: Sequence[dict[str, torch.Tensor]], mask_for_length: Any,
+                      device: torch.device | str = "cpu") -> torch.Tensor:
+    """1.0 / 0.0 per target of masked-LM `batches` (their `labels`, -100 elsewhere): is the top prediction right
+    when attention is restricted by `mask_for_length(S)`, e.g. `causal_mask`? With `bidirectional_mask` these
+    are `pretrain_eval.target_hits`; with another mask they show what the same weights can do under it."""
+    was_training = model.training
+    model.eval()
+    hits = []
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                batch = {k: v.to(device) for k, v in batch.items()}
+                allowed = mask_for_length(batch["input_ids"].shape[1])
+                hidden = encode_with_mask(model, batch["input_ids"], allowed, batch.get("attention_mask"),
+                                          batch.get("token_type_ids"))
+                selected = batch["labels"] != -100
+                predicted = model.head(hidden[selected]).argmax(-1)
+                hits.append((predicted == batch["labels"][selected]).double().cpu())
+    finally:
+        model.train(was_training)
+    return torch.cat(hits) if hits else torch.zeros(0, dtype=torch.float64)
+
+
 def draw_attention_mask(ax: Any, allowed: torch.Tensor, title: str = "", labels: Sequence[str] | None = None) -> Any:
     """Draw `allowed` [S, S] on the matplotlib Axes `ax` (dark = may attend) and return the image, for a
     colour bar. `labels` name the positions on both axes."""
@@ -207,6 +230,7 @@ __all__ = [
     "prefix_mask",
     "additive_attention_mask",
     "encode_with_mask",
+    "masked_token_hits",
     "draw_attention_mask",
     "ClozeGuess",
     "cloze",

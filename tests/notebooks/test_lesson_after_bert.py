@@ -95,6 +95,11 @@ def test_every_verdict_follows_from_the_intervals_printed_with_it(printed):
         expected = (f"{a} is ahead" if x_low > y_high else f"{b} is ahead" if y_low > x_high
                     else "cannot tell the two apart")
         assert said == expected, (a, b, said)
+    diff, half, said = re.search(r"causal minus bidirectional, paired over the same [\d,]+ targets: ([+-][\d.]+) "
+                                 r"\+- ([\d.]+); this run: (.+)", printed).groups()
+    diff, half = float(diff), float(half)
+    assert said == ("cannot tell the two apart" if abs(diff) <= half else
+                    "the causal mask costs accuracy" if diff < 0 else "the causal mask gains accuracy")
     diff, half, said = re.search(r"distilled minus hard-label, paired over the same [\d,]+ targets: ([+-][\d.]+) "
                                  r"\+- ([\d.]+); this run: (.+)", printed).groups()
     diff, half = float(diff), float(half)
