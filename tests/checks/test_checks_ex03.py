@@ -519,19 +519,9 @@ def part_of(check: str) -> str:
 
 
 def test_check_points_add_up_to_the_autograded_cells():
-    from check_proofs import checks_of
+    from check_proofs import assert_points_add_up
 
-    checks = checks_of("autograder/checks/ex03_tiny_bert.py")
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    points = {
-        c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
-        for c in cells
-        if c["metadata"].get("nbgrader", {}).get("grade")
-    }
-    per_cell: dict[str, float] = {}
-    for mark in checks.values():
-        per_cell[mark["cell"]] = per_cell.get(mark["cell"], 0.0) + mark["points"]
-    assert per_cell == points
+    assert_points_add_up("autograder/checks/ex03_tiny_bert.py", str(NOTEBOOK.relative_to(ROOT)))
 
 
 def test_every_check_is_the_target_of_a_misconception():

@@ -10,17 +10,18 @@ so a proof here is a proof of what a student's notebook would get.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from check_proofs import (
-    ROOT,
     assert_caught,
     assert_every_check_targeted,
     assert_passes_every_check,
+    assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
     checks_of,
+    graded_cells,
+    notebook_cells,
+    reference_source,
     stubbed,
     wrong_entry,
 )
@@ -41,14 +42,10 @@ from bertcourse.model import ModelConfig, build_model
 """
 
 
-def notebook_cells() -> list[dict]:
-    return json.loads((ROOT / NOTEBOOK).read_text())["cells"]
-
 
 def solution_source() -> str:
     """The solution notebook's own solution cells, after the imports of its set-up cell."""
-    return PRELUDE + "\n".join("".join(c["source"]) for c in notebook_cells()
-                               if c["metadata"].get("nbgrader", {}).get("solution"))
+    return reference_source(NOTEBOOK, PRELUDE)
 
 
 # ----------------------------------------------------------------------------- other correct implementations
@@ -393,18 +390,12 @@ def test_each_misconception_fails_exactly_the_checks_aimed_at_it(name):
 
 
 def test_every_check_is_the_target_of_a_misconception():
-    cells = {c["metadata"]["nbgrader"]["grade_id"] for c in notebook_cells()
-             if c["metadata"].get("nbgrader", {}).get("grade")}
+    cells = set(graded_cells(NOTEBOOK))
     assert_every_check_targeted(CHECKS, WRONG, cells)
 
 
 def test_check_points_add_up_to_the_autograded_cells():
-    points = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
-              for c in notebook_cells() if c["metadata"].get("nbgrader", {}).get("grade")}
-    per_cell: dict[str, float] = {}
-    for mark in checks_of(CHECKS).values():
-        per_cell[mark["cell"]] = per_cell.get(mark["cell"], 0.0) + mark["points"]
-    assert per_cell == points
+    assert_points_add_up(CHECKS, NOTEBOOK)
 
 
 # ----------------------------------------------------------------------------- stubs earn nothing
@@ -413,7 +404,7 @@ def test_check_points_add_up_to_the_autograded_cells():
 
 @pytest.mark.parametrize("stub", ["raise", "return", "return behind the real __init__"])
 def test_a_stub_notebook_scores_zero(stub):
-    cells = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in notebook_cells()
+    cells = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in notebook_cells(NOTEBOOK)
              if c["metadata"].get("nbgrader", {}).get("solution")}
     sources = {}
     for grade_id, source in cells.items():  # cell by cell, as nbgrader stubs them
@@ -433,7 +424,7 @@ def test_the_release_scores_zero():
 
 
 def visible_cells() -> list[tuple[str, str]]:
-    return [(c["metadata"]["nbgrader"]["grade_id"], "".join(c["source"])) for c in notebook_cells()
+    return [(c["metadata"]["nbgrader"]["grade_id"], "".join(c["source"])) for c in notebook_cells(NOTEBOOK)
             if c["metadata"].get("nbgrader", {}).get("grade")]
 
 

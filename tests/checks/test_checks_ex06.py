@@ -7,17 +7,16 @@ score 0, and each cell's points are the sum of its checks'."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from check_proofs import (
-    ROOT,
     assert_contains_hidden_range,
     assert_every_check_targeted,
     assert_passes_every_check,
+    assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
-    checks_of,
+    graded_cells,
+    reference_source,
     run_checks,
     stubbed,
     visible_bounds,
@@ -38,14 +37,10 @@ import torch
 """
 
 
-def notebook_cells() -> list[dict]:
-    return json.loads((ROOT / NOTEBOOK).read_text())["cells"]
-
 
 def solution_source() -> str:
     """The solution notebook's own solution cells, after the imports of its set-up cell."""
-    cells = notebook_cells()
-    return PRELUDE + "\n".join("".join(c["source"]) for c in cells if c["metadata"].get("nbgrader", {}).get("solution"))
+    return reference_source(NOTEBOOK, PRELUDE)
 
 
 # ----------------------------------------------------------------------------- other correct implementations
@@ -462,18 +457,12 @@ def test_each_misconception_fails_its_checks_and_only_those_aimed_at_it(names):
 
 
 def test_every_check_is_the_target_of_a_misconception():
-    cells = {c["metadata"]["nbgrader"]["grade_id"] for c in notebook_cells()
-             if c["metadata"].get("nbgrader", {}).get("grade")}
+    cells = set(graded_cells(NOTEBOOK))
     assert_every_check_targeted(CHECKS, WRONG, cells)
 
 
 def test_check_points_add_up_to_the_autograded_cells():
-    points = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
-              for c in notebook_cells() if c["metadata"].get("nbgrader", {}).get("grade")}
-    per_cell: dict[str, float] = {}
-    for mark in checks_of(CHECKS).values():
-        per_cell[mark["cell"]] = per_cell.get(mark["cell"], 0.0) + mark["points"]
-    assert per_cell == points
+    assert_points_add_up(CHECKS, NOTEBOOK)
 
 
 @pytest.mark.parametrize("grade_id, variable, trials, p", [

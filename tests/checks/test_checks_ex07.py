@@ -6,7 +6,6 @@ and the points add up to course.yml's."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -15,9 +14,13 @@ from check_proofs import (
     _load,
     assert_every_check_targeted,
     assert_passes_every_check,
+    assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
     checks_of,
+    graded_cells,
+    notebook_cells,
+    reference_source,
     run_checks,
     stubbed,
 )
@@ -43,14 +46,10 @@ SPECIAL = [PAD, 100, CLS, SEP, MASK]
 """
 
 
-def notebook_cells() -> list[dict]:
-    return json.loads((ROOT / NOTEBOOK).read_text())["cells"]
-
 
 def solution_source() -> str:
     """The solution notebook's own solution cells, after the imports of its set-up cell."""
-    cells = notebook_cells()
-    return PRELUDE + "\n".join("".join(c["source"]) for c in cells if c["metadata"].get("nbgrader", {}).get("solution"))
+    return reference_source(NOTEBOOK, PRELUDE)
 
 
 def module():
@@ -244,7 +243,7 @@ def test_each_wrong_option_gets_its_own_explanation(pick):
 def option_texts() -> dict[int, dict[str, str]]:
     """{question: {letter: option text}} from the solution's markdown."""
     found: dict[int, dict[str, str]] = {}
-    for cell in notebook_cells():
+    for cell in notebook_cells(NOTEBOOK):
         text = "".join(cell["source"])
         for match in re.finditer(r"\*\*Q(\d+)\.\*\*(.*?)(?=\n\n|\Z)", text, re.DOTALL):
             options = re.findall(r"^- \(([a-d])\) (.*?)(?=\n- \(|\Z)", match.group(2), re.DOTALL | re.MULTILINE)
@@ -267,7 +266,7 @@ def test_explanations_cover_every_wrong_option_and_never_point_at_the_right_one(
 
 
 def test_stated_tolerances_are_the_checks_tolerances():
-    text = "\n".join("".join(c["source"]) for c in notebook_cells() if c["cell_type"] == "markdown")
+    text = "\n".join("".join(c["source"]) for c in notebook_cells(NOTEBOOK) if c["cell_type"] == "markdown")
     found = re.findall(r"\*\*N(\d)\.\*\*.*?\(within ([0-9.]+)%\)", text, re.DOTALL)
     stated = {int(n): float(p) / 100 for n, p in found}
     source = (ROOT / CHECKS).read_text()
@@ -280,8 +279,7 @@ def test_stated_tolerances_are_the_checks_tolerances():
 
 
 def test_every_check_is_the_target_of_a_proof():
-    cells = {c["metadata"]["nbgrader"]["grade_id"] for c in notebook_cells()
-             if c["metadata"].get("nbgrader", {}).get("grade")}
+    cells = set(graded_cells(NOTEBOOK))
     wrong = {name: (source, {check}) for name, (source, check, _) in WRONG_COUNTS.items()}
     wrong |= {name: ("", {check}) for name, (_, _, check, _) in WRONG_NUMBERS.items()}
     wrong |= {f"Q{n}": ("", {check}) for n, check in question_checks().items()}
@@ -289,14 +287,9 @@ def test_every_check_is_the_target_of_a_proof():
 
 
 def test_check_points_add_up_to_the_cells_and_to_course_yml():
-    points = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
-              for c in notebook_cells() if c["metadata"].get("nbgrader", {}).get("grade")}
-    per_cell: dict[str, float] = {}
-    for mark in checks_of(CHECKS).values():
-        per_cell[mark["cell"]] = per_cell.get(mark["cell"], 0.0) + mark["points"]
-    assert per_cell == points
+    assert_points_add_up(CHECKS, NOTEBOOK)
     exercise = next(e for e in load_course(ROOT).exercises if e.id == "ex07-self-test")
-    assert exercise.points == sum(points.values())
+    assert exercise.points == sum(graded_cells(NOTEBOOK).values())
 
 
 def test_the_checks_module_loads_its_reference_batches():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -41,6 +42,32 @@ def checks_of(check_module: str) -> dict[str, dict[str, Any]]:
             assert len(marks) == 1, f"{name} must carry exactly one check mark"
             found[name] = dict(marks[0].kwargs)
     return found
+
+
+def notebook_cells(notebook: str) -> list[dict]:
+    """The cells of a course notebook, by its path from the repository root."""
+    return json.loads((ROOT / notebook).read_text())["cells"]
+
+
+def reference_source(notebook: str, prelude: str = "") -> str:
+    """The notebook's own solution cells after `prelude` (the imports of its set-up cell): the reference answer."""
+    cells = notebook_cells(notebook)
+    solutions = ("".join(c["source"]) for c in cells if c["metadata"].get("nbgrader", {}).get("solution"))
+    return prelude + "\n".join(solutions)
+
+
+def graded_cells(notebook: str) -> dict[str, float]:
+    """{grade_id: points} of the notebook's autograded cells."""
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
+            for c in notebook_cells(notebook) if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def assert_points_add_up(check_module: str, notebook: str) -> None:
+    """Each autograded cell's points are the sum of its checks' points, and every check names such a cell."""
+    per_cell: dict[str, float] = {}
+    for mark in checks_of(check_module).values():
+        per_cell[mark["cell"]] = per_cell.get(mark["cell"], 0.0) + mark["points"]
+    assert per_cell == graded_cells(notebook)
 
 
 def run_checks(check_module: str, source: str, only: set[str] | None = None) -> dict[str, bool]:
