@@ -274,3 +274,17 @@ def test_bertcourse_finetune_under_torchrun_writes_one_run_close_to_the_single_p
     assert b["accuracy"] > 0.52  # above the majority class (50.9%): measured 54.1% (one process: 53.8%)
     again = finetune_cli(two, pretrained, data_dir, 2)  # a finished folder is reused by every process
     assert again.returncode == 0 and "reused" in again.stdout and again.stdout.count("SST-2") == 1
+
+
+@pytest.mark.slow
+def test_more_processes_than_rows_in_the_last_batch_are_refused_before_joining(monkeypatch, pretrained, data_dir,
+                                                                                tmp_path):
+    from bertcourse.finetune import FinetuneError, FinetuneOptions, finetune
+
+    as_rank(monkeypatch, 0, 32)  # cpu-quick: 2,000 rows in batches of 32 leave a last batch of 16
+    options = FinetuneOptions(profile="cpu-quick", pretrained=pretrained, out_dir=tmp_path / "run",
+                              data_dir=data_dir, source="local", progress=False)
+    with pytest.raises(FinetuneError, match="last batch of an epoch holds 16 of the 2000 training rows, fewer "
+                                            "than the 32 processes"):
+        finetune(options)  # refused before any process group is joined: nothing waits for the other 31
+    assert not (tmp_path / "run").exists()
