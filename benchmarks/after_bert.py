@@ -40,6 +40,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     shared = course_data(args.profile)
+    if shared.corpus.source == "synthetic":  # numbers measured on the synthetic sample mean nothing
+        raise SystemExit("the corpus is the synthetic sample: set BERTCOURSE_DATA to the course's data folder")
     results = []
     for variant in args.variants:
         begun = time.perf_counter()

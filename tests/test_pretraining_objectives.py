@@ -80,10 +80,10 @@ def test_pair_loss_is_mlm_plus_pair_cross_entropy_over_labelled_rows(tokenizer, 
     assert kept_encoder(model) is model.bert
 
 
-def electra_batch(vocab: int, seed: int = 0) -> dict[str, torch.Tensor]:
+def electra_batch(vocab: int, seed: int = 0, rows: int = 4) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(5, vocab, (4, 16), generator=generator)
-    selected = torch.rand(4, 16, generator=generator) < 0.3
+    ids = torch.randint(5, vocab, (rows, 16), generator=generator)
+    selected = torch.rand(rows, 16, generator=generator) < 0.3
     selected[:, 0] = False
     attention = torch.ones_like(ids)
     attention[3, 12:] = 0
@@ -105,12 +105,12 @@ def test_electra_labels_loss_and_no_gradient_through_the_samples():
     config = ModelConfig(vocab_size=12, n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16, dropout=0.0)
     torch.manual_seed(0)
     model = Electra(config)
-    batch = electra_batch(config.vocab_size)
+    batch = electra_batch(config.vocab_size, rows=16)  # ~70 masked positions, 7 of 12 tokens each
     out = model(**batch, sampler=torch.Generator().manual_seed(0))
     labels, selected = out.rtd_labels, batch["labels"] != -100
     assert (labels[batch["attention_mask"] == 0] == -100).all()
     assert (labels[~selected & (batch["attention_mask"] == 1)] == 0).all()  # untouched positions: original
-    # with a vocabulary of 12 some samples hit the original token: those positions are "original" too
+    # with 7 possible tokens some samples hit the original token: those positions are "original" too
     assert 0 < int(labels[selected].sum()) < int(selected.sum())
     real = labels != -100
     bce = F.binary_cross_entropy_with_logits(out.rtd_logits[real], labels[real].float())
@@ -148,3 +148,18 @@ def test_electra_costs_more_flops_per_step_than_mlm(tokenizer):
     batch = electra_batch(len(tokenizer))
     mlm, electra = training_flops(build_model(config), batch), training_flops(Electra(config), batch)
     assert electra > mlm  # the generator comes on top of a discriminator as big as the BERT
+
+
+def test_electra_samples_follow_the_generator_softmax():
+    from bertcourse.electra import sample_tokens
+
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0, -30.0]]).expand(100_000, 5)
+    draws = sample_tokens(logits, torch.Generator().manual_seed(0))
+    shares = torch.bincount(draws, minlength=5).double() / len(draws)
+    # 100,000 draws: a share's standard error is below 0.0016; 0.008 is five of them
+    assert torch.allclose(shares, torch.softmax(logits[0].double(), 0), atol=0.008)
+    assert shares[4] == 0  # a token with probability ~1e-14 is never drawn
+    sharp = sample_tokens(logits, torch.Generator().manual_seed(0), temperature=0.25)
+    assert (sharp == 2).double().mean() > 0.95 > shares[2]
+    with pytest.raises(ValueError, match="temperature"):
+        sample_tokens(logits, torch.Generator(), temperature=0.0)

@@ -330,7 +330,7 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
                 "probe_rows": probe_rows, "heldout_pairs": heldout_pairs if held_pairs is not None else None,
                 "precision": precision_name(amp), "corpus": shared.corpus.fingerprint(),
                 "tokenizer": hashlib.sha256(shared.tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
-                "matched_compute": matched}
+                "matched_compute": matched, **({"sampler": "inverse-cdf"} if variant == "electra" else {})}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     out_dir = Path(out_root) if out_root else shared.course.root / "runs" / "after-bert"
     out_dir = out_dir / f"{variant}-{shared.profile}-{key}"
