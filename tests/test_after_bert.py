@@ -44,3 +44,24 @@ def test_electra_trains_the_steps_its_flops_allow(real_data, tmp_path):
 def test_an_unknown_variant_is_refused_by_name():
     with pytest.raises(AfterBertError, match="unknown variant 'xlnet'"):
         run_variant("xlnet")
+
+
+def test_the_committed_cpu_measurements_read_back():
+    """The figures lesson 6 quotes: every variant, ELECTRA on fewer steps than MLM, intervals around values."""
+    from bertcourse.after_bert import VARIANTS, measured_results
+
+    measured = measured_results()
+    results = {r.variant: r for r in measured["results"]}
+    assert {"random", "mlm"} <= set(results) <= set(VARIANTS) and measured["profile"] == "cpu"
+    assert results["mlm"].steps == measured["sizes"]["training_steps"]
+    if "electra" in results:
+        electra = results["electra"]
+        assert electra.steps < results["mlm"].steps
+        assert electra.steps == round(results["mlm"].steps * electra.settings["matched_compute"][
+            "mlm_flops_per_step"] / electra.flops_per_step)
+    for result in results.values():
+        for scores in result.probe.values():
+            low, high = scores["accuracy_interval"]
+            assert low <= scores["accuracy"] <= high and scores["train_rows"] == measured["sizes"]["probe_rows"]
+    assert results["albert"].parameters < results["albert-shared"].parameters < results["mlm"].parameters
+    assert results_table(measured["results"]).count("\n") == len(results) + 1
