@@ -58,10 +58,11 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+from torch.utils.flop_counter import FlopCounterMode
 
 from bertcourse.course import load_course
 from bertcourse.devices import autocast_dtype, cpu_has_native_bf16
+from bertcourse.flops import CPU_ATTENTION_FLOPS  # FlopCounterMode taught the CPU flash-attention kernel
 from bertcourse.masking import mask_tokens
 from bertcourse.model import ModelConfig, build_model
 from bertcourse.model_support import hf_bert_config
@@ -129,22 +130,6 @@ def compare_memory(args: argparse.Namespace) -> int:
         lines = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout.splitlines()
         print(next(line for line in lines if line.startswith("MEMORY ")).removeprefix("MEMORY "))
     return 0
-
-
-def _cpu_attention_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
-    return sdpa_flop_count(query, key, value)
-
-
-def _cpu_attention_backward_flops(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
-    return sdpa_backward_flop_count(grad_out, query, key, value)
-
-
-# FlopCounterMode knows the CUDA attention kernels but not the CPU flash kernel that
-# scaled_dot_product_attention runs when dropout is off; without these its FLOPs would go uncounted.
-CPU_ATTENTION_FLOPS = {
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention_flops,
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward_flops,
-}
 
 
 def matmul_rate(size: int = 2048, repeats: int = 10, dtype: torch.dtype = torch.float32) -> float:
