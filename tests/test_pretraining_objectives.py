@@ -150,8 +150,8 @@ def test_electra_costs_more_flops_per_step_than_mlm(tokenizer):
     assert electra > mlm  # the generator comes on top of a discriminator as big as the BERT
 
 
-def test_electra_samples_follow_the_generator_softmax():
-    from bertcourse.electra import sample_tokens
+def test_the_inverse_cdf_sampler_follows_the_softmax_and_never_draws_a_vanishing_token():
+    from bertcourse.replaced_tokens import sample_replacements as sample_tokens
 
     logits = torch.tensor([[0.0, 1.0, 2.0, -1.0, -30.0]]).expand(100_000, 5)
     draws = sample_tokens(logits, torch.Generator().manual_seed(0))

@@ -23,7 +23,7 @@ from torch import nn
 from bertcourse.config import ModelConfig
 from bertcourse.masking import IGNORE_INDEX
 from bertcourse.model import BertForMLM, LMOutput
-from bertcourse.replaced_tokens import replaced_token_labels
+from bertcourse.replaced_tokens import replaced_token_labels, sample_replacements
 from bertcourse.variants import BertVariant, VariantSpec, build_variant
 
 RTD_WEIGHT = 50.0  # lambda: the discriminator's loss is ~50x smaller per token than the generator's MLM loss
@@ -31,20 +31,6 @@ GENERATOR_FRACTION = 0.25  # the generator's width as a share of the discriminat
 
 
 @torch.no_grad()
-def sample_tokens(logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0) -> torch.Tensor:
-    """One token per row of `logits` [n, V] drawn from softmax(logits / temperature), as
-    `replaced_tokens.sample_replacements` draws them, by inverse CDF: n uniforms against the cumulative
-    probabilities. `torch.multinomial` draws n x V exponentials on the CPU (~450 ms a step at the cpu
-    profile, half of an ELECTRA step); this takes ~10 ms for the same distribution."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if logits.shape[0] == 0:
-        return torch.zeros(0, dtype=torch.long, device=logits.device)
-    cumulative = torch.softmax(logits.detach().float() / temperature, dim=-1).cumsum(-1)  # [n, V]
-    uniform = torch.rand(logits.shape[0], 1, generator=generator, device=logits.device) * cumulative[:, -1:]
-    return torch.searchsorted(cumulative, uniform, right=True).squeeze(1).clamp_(max=logits.shape[1] - 1)
-
-
 def generator_config(config: ModelConfig, fraction: float = GENERATOR_FRACTION) -> ModelConfig:
     """The generator's shape: `fraction` of the width (rounded to a multiple of 2 x n_heads, so RoPE-free
     heads stay even), d_ff 4x that, the same depth and heads."""
@@ -134,7 +120,7 @@ class Electra(nn.Module):
         generated = self.generator(input_ids, attention_mask, token_type_ids, labels)
         selected = labels != IGNORE_INDEX
         original = torch.where(selected, labels, input_ids)
-        samples = sample_tokens(generated.logits, sampler or self.sampler(input_ids.device), self.temperature)
+        samples = sample_replacements(generated.logits, sampler or self.sampler(input_ids.device), self.temperature)
         corrupted = original.masked_scatter(selected, samples)
         rtd_labels = replaced_token_labels(original, corrupted, attention_mask)
         logits = self.discriminator(corrupted, attention_mask, token_type_ids).float()
@@ -170,6 +156,6 @@ def rtd_evaluate(model: Electra, batches: list[dict[str, torch.Tensor]], device:
 
 
 __all__ = [
-    "RTD_WEIGHT", "GENERATOR_FRACTION", "sample_tokens", "generator_config", "RTDHead", "Discriminator",
+    "RTD_WEIGHT", "GENERATOR_FRACTION", "generator_config", "RTDHead", "Discriminator",
     "ElectraOutput", "Electra", "rtd_evaluate",
 ]

@@ -34,12 +34,18 @@ def replaced_token_labels(original: torch.Tensor, corrupted: torch.Tensor,
 @torch.no_grad()
 def sample_replacements(logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0) -> torch.Tensor:
     """One token per row of `logits` `[n, V]`, drawn from softmax(logits / temperature) (a LongTensor `[n]`);
-    no gradient flows back."""
+    no gradient flows back.
+
+    Drawn by inverse CDF, n uniforms against the cumulative probabilities: `torch.multinomial` gives the
+    same distribution but draws n x V exponentials on the CPU (~450 ms of a ~900 ms ELECTRA step at the
+    cpu profile; this takes ~10 ms).
+    """
     if logits.dim() != 2:
         raise ValueError(f"logits must be [n, vocab], got shape {tuple(logits.shape)}")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 (argmax is not ELECTRA's generator), got {temperature}")
     if logits.shape[0] == 0:
         return torch.zeros(0, dtype=torch.long, device=logits.device)
-    probs = torch.softmax(logits.detach().float() / temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    cumulative = torch.softmax(logits.detach().float() / temperature, dim=-1).cumsum(-1)  # [n, V]
+    uniform = torch.rand(logits.shape[0], 1, generator=generator, device=logits.device) * cumulative[:, -1:]
+    return torch.searchsorted(cumulative, uniform, right=True).squeeze(1).clamp_(max=logits.shape[1] - 1)
