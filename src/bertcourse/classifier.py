@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertcourse.model import init_linear_
+
 POOLINGS = ("cls", "last", "mean")
 DEFAULT_POOLING = {"bert": "cls", "gpt": "last"}
 LORA_TARGETS = ("qkv", "out")  # SelfAttention's projections (bertcourse.model); the feed-forward's are fc_in/fc_out
@@ -72,8 +74,7 @@ class SequenceClassifier(nn.Module):
         self.pooling = pooling
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(encoder.config.d_model, n_labels)
-        nn.init.normal_(self.classifier.weight, std=0.02)
-        nn.init.zeros_(self.classifier.bias)
+        init_linear_(self.classifier)
 
     def pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              token_type_ids: torch.Tensor | None = None) -> torch.Tensor:

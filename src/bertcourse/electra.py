@@ -22,7 +22,7 @@ from torch import nn
 
 from bertcourse.config import ModelConfig
 from bertcourse.masking import IGNORE_INDEX
-from bertcourse.model import BertForMLM, LMOutput
+from bertcourse.model import BertForMLM, LMOutput, init_linear_
 from bertcourse.replaced_tokens import replaced_token_labels, sample_replacements
 from bertcourse.variants import BertVariant, VariantSpec, build_variant
 
@@ -46,9 +46,7 @@ class RTDHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.d_model, config.d_model)
         self.out = nn.Linear(config.d_model, 1)
-        for layer in (self.dense, self.out):
-            nn.init.normal_(layer.weight, std=config.init_std)
-            nn.init.zeros_(layer.bias)
+        init_linear_(self.dense, self.out, std=config.init_std)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """[B, S, D] -> [B, S] logits."""

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertcourse.model import init_linear_
+
 IGNORE_INDEX = -100  # the label the loss skips (PyTorch's cross_entropy default)
 
 
@@ -103,8 +105,7 @@ class TokenClassifier(nn.Module):
         self.encoder = encoder
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(encoder.config.d_model, n_labels)
-        nn.init.normal_(self.classifier.weight, std=0.02)
-        nn.init.zeros_(self.classifier.bias)
+        init_linear_(self.classifier)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None,
@@ -182,8 +183,7 @@ class QuestionAnswering(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.qa_outputs = nn.Linear(encoder.config.d_model, 2)
-        nn.init.normal_(self.qa_outputs.weight, std=0.02)
-        nn.init.zeros_(self.qa_outputs.bias)
+        init_linear_(self.qa_outputs)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,

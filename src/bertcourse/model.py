@@ -331,6 +331,13 @@ def head_loss_in_chunks(
     return total / len(targets), chunks
 
 
+def init_linear_(*layers: nn.Linear, std: float = 0.02) -> None:
+    """BERT's initialisation for a head added on top of the model: weights ~ N(0, std), biases zero."""
+    for layer in layers:
+        nn.init.normal_(layer.weight, std=std)
+        nn.init.zeros_(layer.bias)
+
+
 __all__ = [
     "IGNORE_INDEX",
     "ModelConfig",
@@ -346,6 +353,7 @@ __all__ = [
     "build_model",
     "count_parameters",
     "describe",
+    "init_linear_",
     "head_loss_in_chunks",
     "ROWS_MULTIPLE",
 ]

@@ -22,7 +22,7 @@ from torch import nn
 
 from bertcourse.config import ModelConfig
 from bertcourse.masking import IGNORE_INDEX, collate_for_mlm, pad_batch
-from bertcourse.model import BertForMLM, LMOutput
+from bertcourse.model import BertForMLM, LMOutput, init_linear_
 from bertcourse.objectives import Batch, MaskedLM
 from bertcourse.packing import PackedData, tokenize_sentences
 from bertcourse.sentence_pairs import encode_pair, nsp_pairs, sop_pairs
@@ -106,9 +106,7 @@ class PairHead(nn.Module):
         super().__init__()
         self.pooler = nn.Linear(config.d_model, config.d_model)
         self.classifier = nn.Linear(config.d_model, 2)
-        for layer in (self.pooler, self.classifier):
-            nn.init.normal_(layer.weight, std=config.init_std)
-            nn.init.zeros_(layer.bias)
+        init_linear_(self.pooler, self.classifier, std=config.init_std)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """[B, S, D] -> [B, 2] logits from position 0."""
