@@ -172,6 +172,22 @@ def test_testing_helper_runs_a_check_module_against_sources(grader):
     assert wrong.failed_checks() == ["test_add_numbers", "test_add_tensors", "test_concept"]
 
 
+def test_only_the_named_checks_run_and_count(grader, hashes, tmp_path):
+    # `add` counts its calls; `sample_mask` is right only while add has been called exactly twice, which
+    # test_add_numbers does and test_add_tensors (between it and test_mask_rate) would undo by running.
+    counting_add = "CALLS = 0\ndef add(a, b):\n    global CALLS\n    CALLS += 1\n    return a + b"
+    watching_mask = ("def sample_mask(shape, p, generator):\n"
+                     "    return (torch.rand(shape, generator=generator) < p) & (CALLS == 2)")
+    path = notebook(tmp_path, {"add": counting_add, "mask": watching_mask})
+    picked = grader.grade(path, "toy", only={"test_add_numbers", "test_mask_rate"})
+    assert picked.error is None
+    assert [(c.name, c.passed) for c in picked.checks] == [("test_add_numbers", True), ("test_mask_rate", True)]
+    assert (picked.score, picked.max_score) == (2.0, 2.0)
+    assert "test_mask_rate" in grade(grader, hashes, path).failed_checks()  # all checks: add_tensors ran first
+    with pytest.raises(Exception, match="no checks named"):
+        grader.grade(path, "toy", only={"test_no_such_check"})
+
+
 def test_course_side_problems_raise(grader, tmp_path):
     from bertcourse.authoring.proofs import run_checks
     from bertcourse.errors import BertcourseError

@@ -61,9 +61,11 @@ def _cell(source: str, grade_id: str, solution: bool = False, grade: bool = Fals
 
 def run_checks(checks: str | Path, sources: str | Mapping[str, str], *, course: Course | None = None,
                time_limit_s: float = 300, check_time_limit_s: float = 60, memory_limit_mb: int = 4096,
-               part_time_limit_s: float | None = None, grader: Grader | None = None) -> NotebookResult:
+               part_time_limit_s: float | None = None, grader: Grader | None = None,
+               only: set[str] | None = None) -> NotebookResult:
     """Grade `sources` against the check module `checks` (a path, relative to the course root or
-    absolute) and return the full result (`.failed_checks()`, `.check(name).message`, `.score`)."""
+    absolute) and return the full result (`.failed_checks()`, `.check(name).message`, `.score`).
+    `only`: run just these checks (a proof about a few checks need not pay for all of them)."""
     grader = grader or shared_grader(course)
     path = Path(checks) if Path(checks).is_absolute() else grader.course.root / checks
     if isinstance(sources, str):
@@ -75,13 +77,14 @@ def run_checks(checks: str | Path, sources: str | Mapping[str, str], *, course: 
     with tempfile.TemporaryDirectory(prefix="bertcourse-proof-") as folder:
         notebook = Path(folder) / "submission.ipynb"
         notebook.write_text(json.dumps(notebook_json(sources, cells)))
-        return grader.grade(notebook, exercise)
+        return grader.grade(notebook, exercise, only=only)
 
 
 def run_check_module(checks: str | Path, source: str | Mapping[str, str], only: set[str] | None = None,
                      **options) -> dict[str, bool]:
-    """{check name: passed} for `source` judged by `checks` (all checks, or `only` those named)."""
-    result = run_checks(checks, source, **options)
+    """{check name: passed} for `source` judged by `checks` (all checks, or only those named in `only`,
+    which are then the only ones run)."""
+    result = run_checks(checks, source, only=only, **options)
     if result.error:
         raise AssertionError(f"grading {checks} did not run: {result.error}")
-    return {c.name: c.passed for c in result.checks if only is None or c.name in only}
+    return {c.name: c.passed for c in result.checks}

@@ -54,10 +54,16 @@ class Grading:
     path: Path
     result: NotebookResult
     started: float = field(default_factory=time.monotonic)
+    only: frozenset[str] | None = None  # the checks to run and score (None: all of them)
     cells: NotebookCells | None = None  # set by read_submission
     session: NotebookSession | None = None  # set by run_checks: the notebook's worker
     nonce: str = ""  # what the canary check must fail with
     judge_report: dict[str, Any] = field(default_factory=dict)  # the judge's `done` message
+
+    @property
+    def selected(self) -> list[CheckInfo]:
+        """The checks this grading runs and scores: all of them, or those named in `only`."""
+        return self.checks if self.only is None else [c for c in self.checks if c.name in self.only]
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -101,7 +107,7 @@ def run_checks(grading: Grading) -> None:
     helpers, ex = grading.helpers, grading.exercise
     session = grading.session = NotebookSession(
         helpers.worker_settings, helpers.fork_worker, ex, grading.cells, grading.path.parent, grading.checks_file,
-        grading.result, {c.name: c.cell for c in grading.checks})
+        grading.result, {c.name: c.cell for c in grading.selected})
     try:
         grading.nonce = secrets.token_hex(8)
         grading.judge_report = _judge_dialogue(grading, session)
@@ -116,13 +122,14 @@ def _judge_dialogue(grading: Grading, session: NotebookSession) -> dict[str, Any
     limits = {"check_time_limit_s": ex.check_time_limit_s, "memory_limit_mb": ex.memory_limit_mb,
               "time_limit_s": ex.time_limit_s}
     started = time.monotonic()
-    slack = 60 + len(grading.checks) * (GRACE_S + 1)
+    slack = 60 + len(grading.selected) * (GRACE_S + 1)
     budget = session.bound_s()
     internal = None
     try:
         module = grading.checks_file
         judge.channel.send({"op": "run", "module": str(module), "mtime": grading.checks_version,
-                            "limits": limits, "nonce": grading.nonce})
+                            "limits": limits, "nonce": grading.nonce,
+                            "only": None if grading.only is None else sorted(grading.only)})
         while True:
             judge_deadline = started + budget + session.budgets.uncharged_s + slack
             header, blob = judge.channel.recv(timeout=max(judge_deadline - time.monotonic(), 1.0))
@@ -154,7 +161,7 @@ def score_checks(grading: Grading) -> None:
     by_nodeid = {r["nodeid"]: r for r in report.get("results", [])}
     for problem in report.get("problems", []):
         result.add_note("check-problem", problem)
-    for info in grading.checks:
+    for info in grading.selected:
         ran = by_nodeid.get(info.nodeid)
         passed = bool(ran and ran.get("passed"))
         message = "" if passed else (ran or {}).get("message") or "the check did not run"
@@ -203,5 +210,5 @@ def run_steps(grading: Grading) -> NotebookResult:
         for step in GRADING_STEPS:
             step(grading)
     except VoidGrade as verdict:
-        void(grading.result, grading.checks, str(verdict))
+        void(grading.result, grading.selected, str(verdict))
     return finish(grading)
