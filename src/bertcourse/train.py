@@ -93,6 +93,7 @@ class PretrainResult:
     train_data: PackedData | None = None  # the packed blocks the run drew its batches from
     heldout: list[dict[str, torch.Tensor]] = field(default_factory=list)  # the fixed held-out batches
     objective: Objective | None = None  # what the model was trained to predict
+    packed_sentences: int | None = None  # how many of the corpus's training sentences went into train_data
 
 
 def _run_precision(requested: str, device: torch.device, saved: dict | None, path: Path) -> str:
@@ -331,7 +332,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         final = evaluate(model, heldout, device)
         write_report(out_dir, history, final, options, model, cost=cost())
     processes.close()
-    return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout, objective)
+    return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout, objective, n_sentences)
 
 
 def write_report(out_dir: Path, history: dict, final: dict, options: PretrainOptions, model: torch.nn.Module,
