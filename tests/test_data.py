@@ -390,8 +390,9 @@ def test_without_wikitext103_the_gpu_profile_falls_back_with_a_notice(tmp_path, 
     assert "SYNTHETIC" not in notice
     assert repeats_notice(fallback, 11_024, 55_000, 128) == (
         "NOTICE: without wikitext103 (not found, see above), these 55,000 steps of 128 blocks are 639 passes over "
-        "the 11,024 blocks of the smaller corpus: the run mostly repeats it")
-    assert repeats_notice(smaller, 11_024, 55_000, 128) == ""
+        "the 11,024 blocks packed from the smaller corpus: the run mostly repeats it")
+    assert repeats_notice(smaller, 11_024, 55_000, 128) == ""  # nothing missing
+    assert repeats_notice(fallback, 11_024, 100, 128) == ""  # a short try, ~1 pass: nothing repeated to speak of
 
     import bertcourse.data  # online but the hub fails: the same fallback, saying why
     monkeypatch.setattr(bertcourse.data, "_hub_reachable", lambda timeout=3.0: (True, ""))

@@ -157,13 +157,14 @@ def _pack(tokenizer: Any, sentences: list[str], max_seq_len: int, objective: Obj
 
 def repeats_notice(corpus: Any, n_blocks: int, steps: int, batch_size: int) -> str:
     """The notice a run prints when its profile's corpus fell back to a smaller one (`Corpus.missing`):
-    how many passes over the smaller corpus its steps make. Empty when nothing is missing."""
+    how many passes over the smaller corpus its steps make. Empty when nothing is missing, or when the steps
+    make fewer than two passes (a short try: no repeats to warn of)."""
     missing = getattr(corpus, "missing", None)
-    if not missing:
+    if not missing or steps * batch_size < 2 * n_blocks:
         return ""
     return (f"NOTICE: without {', '.join(missing)} (not found, see above), these {steps:,} steps of {batch_size} "
-            f"blocks are {steps * batch_size / n_blocks:,.0f} passes over the {n_blocks:,} blocks of the smaller "
-            "corpus: the run mostly repeats it")
+            f"blocks are {steps * batch_size / n_blocks:,.0f} passes over the {n_blocks:,} blocks packed from the "
+            "smaller corpus: the run mostly repeats it")
 
 
 def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, tokenizer: Any = None) -> PretrainResult:
