@@ -107,7 +107,8 @@ def _cached_encoding(tokenizer: Any, sentences: Sequence[str], digest: Any,
                      bar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(token ids, word ids, offsets) of all sentences, flat: sentence i is [offsets[i], offsets[i + 1]).
     `digest` is a sha256 of the tokenizer, to which the sentences are added for the cache file's name.
-    The tokenizer sees 10,000 sentences at a time: its Encoding objects cost ~1 kB a sentence."""
+    The tokenizer sees 10,000 sentences at a time, so its Encoding objects (tokens, offsets, masks: many
+    times the ids) never hold a whole corpus."""
     for sentence in sentences:
         digest.update(sentence.encode())
         digest.update(b"\n")
