@@ -114,7 +114,8 @@ def test_the_token_cache_keeps_its_file_names_and_is_read_without_tokenizing(cor
     def no_encoding(*args, **kwargs):
         raise AssertionError("tokenized again instead of reading the cache")
 
-    backend = SimpleNamespace(to_str=quick_tokenizer.backend_tokenizer.to_str, encode_batch=no_encoding)
+    backend = SimpleNamespace(to_str=quick_tokenizer.backend_tokenizer.to_str, encode_batch=no_encoding,
+                              padding=None, truncation=None)
     cached = type("Cached", (), {"backend_tokenizer": backend, "__len__": lambda self: len(quick_tokenizer)})()
     again = tokenize(cached, sentences, word_ids=True)
     assert again.ids == first.ids and again.word_ids == first.word_ids
@@ -140,3 +141,17 @@ def test_unigram_counts_and_pair_rows_take_ragged_blocks(wikitext_tokens):
     pairs = PairData([[2, 9, 3, 8, 3]], [[0, 0, 0, 1, 1]], pair_labels=[1])
     joined = with_unlabelled(pairs, packed)
     assert joined.blocks == [[2, 9, 3, 8, 3], *lists.blocks] and joined.pair_labels == [1] + [-100] * len(packed)
+
+
+def test_tokenizing_ignores_the_padding_a_call_with_padding_true_left_switched_on(corpus, quick_tokenizer):
+    sentences = corpus.train[500:520]
+    before = tokenize(quick_tokenizer, sentences, word_ids=True)
+    quick_tokenizer(sentences, padding="max_length", truncation=True, max_length=12)  # transformers keeps both on
+    assert quick_tokenizer.backend_tokenizer.padding is not None  # ... in the core, until the next call
+    try:
+        after = tokenize(quick_tokenizer, sentences, word_ids=True)
+        assert after.ids == before.ids and after.word_ids == before.word_ids
+        assert quick_tokenizer.pad_token_id not in {t for row in after.ids for t in row}
+    finally:
+        quick_tokenizer("reset")  # a call without padding switches it off again, for the tests after this one
+    assert quick_tokenizer.backend_tokenizer.padding is None

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
 from bertcourse.folders import cache_dir
@@ -81,13 +82,14 @@ def tokenize_prefix(tokenizer: Any, sentences: Sequence[str], budget: int | None
 
     Chunks of `chunk` sentences are cached one by one; each is narrowed to the smallest dtype as it comes,
     so a corpus of WikiText-103's size never exists as Python lists (a bar shows after 2 seconds)."""
-    base = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode())
+    core = _plain_backend(tokenizer)
+    base = hashlib.sha256(core.to_str().encode())
     id_type = smallest_dtype(0, max(len(tokenizer) - 1, 0))
     ids, words, lengths, total = [], [], [], 0
     bar = tqdm(total=len(sentences), desc="tokenizing", unit=" sentences", delay=2, disable=not progress)
     for start in range(0, len(sentences), chunk):
         part = sentences[start : start + chunk]
-        flat, part_words, offsets = _cached_encoding(tokenizer, part, base.copy(), bar)
+        flat, part_words, offsets = _cached_encoding(core, part, base.copy(), bar)
         ids.append(flat.astype(id_type))
         if word_ids:
             words.append(part_words.astype(smallest_dtype(NOT_A_WORD, int(part_words.max(initial=0)))))
@@ -103,10 +105,23 @@ def tokenize_prefix(tokenizer: Any, sentences: Sequence[str], budget: int | None
                      if word_ids else None)
 
 
-def _cached_encoding(tokenizer: Any, sentences: Sequence[str], digest: Any,
+def _plain_backend(tokenizer: Any) -> Any:
+    """The tokenizer's `tokenizers` core without padding or truncation. A call such as
+    `tokenizer(texts, padding=True)` leaves them switched on in the core until the next call (transformers'
+    way), and the sentences would then come back padded with [PAD] ids: a copy without them instead."""
+    core = tokenizer.backend_tokenizer
+    if core.padding is None and core.truncation is None:
+        return core
+    core = Tokenizer.from_str(core.to_str())
+    core.no_padding()
+    core.no_truncation()
+    return core
+
+
+def _cached_encoding(core: Any, sentences: Sequence[str], digest: Any,
                      bar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(token ids, word ids, offsets) of all sentences, flat: sentence i is [offsets[i], offsets[i + 1]).
-    `digest` is a sha256 of the tokenizer, to which the sentences are added for the cache file's name.
+    `digest` is a sha256 of the tokenizer core, to which the sentences are added for the cache file's name.
     The tokenizer sees 10,000 sentences at a time, so its Encoding objects (tokens, offsets, masks: many
     times the ids) never hold a whole corpus."""
     for sentence in sentences:
@@ -123,8 +138,7 @@ def _cached_encoding(tokenizer: Any, sentences: Sequence[str], digest: Any,
             pass  # a damaged (or older, word-id-less) cache file: tokenize again and overwrite it
     ids, words, lengths = [], [], []
     for start in range(0, len(sentences), ENCODE_BATCH):
-        encodings = tokenizer.backend_tokenizer.encode_batch(list(sentences[start : start + ENCODE_BATCH]),
-                                                             add_special_tokens=False)
+        encodings = core.encode_batch(list(sentences[start : start + ENCODE_BATCH]), add_special_tokens=False)
         lengths.append(np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings)))
         count = int(lengths[-1].sum())
         ids.append(np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int32, count=count))
