@@ -18,7 +18,12 @@ bf16 where the GPU has it, fp16 with loss scaling on a T4) for `--steps` steps a
 - the held-out MLM loss and accuracy after the `--steps` steps (the learning-rate schedule is the
   profile's, compressed to `--steps`: a smoke test that the run learns, not the full profile's result);
 - the estimated time of the full profile (its `max_steps` at the measured step rate; evaluation,
-  checkpoints, tokenizer and packing not included).
+  checkpoints, tokenizer and packing not included);
+- the corpus it trained on (the profile's: WikiText-103 + WikiText-2 + SST-2 for gpu, or the smaller course
+  corpus when WikiText-103 was not found, which it says) and the passes its steps make over the blocks
+  packed for them (the first sentences holding steps x batch x 128 tokens, as `bertcourse pretrain` packs),
+  and the passes of the full profile over the whole corpus, ESTIMATED from the blocks per character of the
+  part packed (exact when the steps packed all of it).
 
 Without a GPU it refuses (exit status 2) unless `--allow-cpu` is given: a dry run of a few steps on the
 CPU, which proves the script end to end (tests/test_gpu_smoke.py) and prints the gpu profile's FLOP count,
@@ -41,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pretraining import CPU_ATTENTION_FLOPS, make_batches  # noqa: E402  (the benchmarks folder is no package)
 
 from bertcourse.course import load_course  # noqa: E402
+from bertcourse.data import load_corpus  # noqa: E402
 from bertcourse.devices import autocast_dtype, precision_name  # noqa: E402
 from bertcourse.model import ModelConfig, build_model  # noqa: E402
 
@@ -60,8 +66,10 @@ def flops_per_step(config: ModelConfig, batch_size: int, device: torch.device) -
     return counter.get_total_flops()
 
 
-def timed_pretraining(args: argparse.Namespace, device: torch.device, out_dir: str) -> tuple[object, list[float]]:
-    """`bertcourse.train.pretrain` for `args.steps` steps; the wall-clock time at the start of every step."""
+def timed_pretraining(args: argparse.Namespace, device: torch.device, out_dir: str,
+                      corpus: object) -> tuple[object, list[float]]:
+    """`bertcourse.train.pretrain` for `args.steps` steps on `corpus`; the wall-clock time at the start of
+    every step."""
     import bertcourse.train
 
     starts: list[float] = []
@@ -77,7 +85,7 @@ def timed_pretraining(args: argparse.Namespace, device: torch.device, out_dir: s
             arch="bert", profile=args.profile, out_dir=out_dir, data_dir=args.data_dir, source=args.source,
             max_steps=args.steps, eval_every=args.steps, checkpoint_every=args.steps, progress=False,
             device=device.type, precision=args.precision)
-        result = bertcourse.train.pretrain(options)
+        result = bertcourse.train.pretrain(options, corpus=corpus)
     finally:
         bertcourse.train.batch_indices = draw
     return result, starts
@@ -113,14 +121,16 @@ def main(argv: list[str] | None = None) -> int:
               "of the script on the CPU.", file=sys.stderr)
         return NO_GPU
 
-    profile = load_course().profile(args.profile)
+    course = load_course()
+    profile = course.profile(args.profile)
     spec = profile.pretrain
+    corpus = load_corpus(course, data_dir=args.data_dir, source=args.source, profile=args.profile)
     precision = precision_name(autocast_dtype(device, args.precision))
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     with tempfile.TemporaryDirectory() as out_dir:
-        result, starts = timed_pretraining(args, device, out_dir)
+        result, starts = timed_pretraining(args, device, out_dir, corpus)
     if device.type == "cuda":
         peak = f"{torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB"
     else:
@@ -132,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     tokens_per_step = spec.batch_size * config.max_seq_len
     final = result.final_eval
     full = spec.max_steps * seconds_per_step
+    blocks, packed = len(result.train_data), result.packed_sentences
+    # the whole corpus in blocks, ESTIMATED from the blocks per character of the part packed (characters track
+    # tokens across WikiText's sentences and SST-2's short phrases far better than sentence counts)
+    all_blocks = blocks * sum(map(len, corpus.train)) / sum(map(len, corpus.train[:packed]))
+    sources = [s for s in course.corpus_for(args.profile).sources if s not in corpus.missing]
+    used = (f"{corpus.source}: {' + '.join(sources)}, {len(corpus.train):,} training sentences"
+            + (f"; WITHOUT {', '.join(corpus.missing)} (not found: the smaller corpus)" if corpus.missing else ""))
     rows = [
         ("device", f"{name}, torch {torch.__version__}"),
         ("profile, model", f"{args.profile}: {config.n_layers} layers x {config.d_model}, {config.n_heads} heads, "
@@ -146,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         ("peak memory", peak),
         (f"held-out MLM loss / accuracy after {args.steps} steps", f"{final['loss']:.3f} / {final['accuracy']:.1%}"),
         (f"estimated full profile ({spec.max_steps:,} steps)", f"{full / 60:.1f} min of training steps"),
+        ("corpus", used),
+        (f"passes of the {args.steps} steps", f"{args.steps * spec.batch_size / blocks:.2f} over the {blocks:,} blocks "
+                                              f"packed for them ({packed:,} sentences)"),
+        (f"passes of the full profile ({spec.max_steps:,} steps)",
+         f"{spec.max_steps * spec.batch_size / all_blocks:.1f} over the corpus's "
+         + (f"{blocks:,} blocks" if packed == len(corpus.train) else f"~{all_blocks:,.0f} blocks (estimated)")),
     ]
     print(markdown(rows))
     return 0

@@ -79,6 +79,37 @@ def test_corpus_source_must_be_a_dataset():
     assert "corpus source 'books'" in _error(MANIFEST.replace("sources: [wikitext2, sst2]", "sources: [books]"))
 
 
+GPU_CORPUS = "    corpus: {sources: [wikitext2, wikitext103, sst2]}\n"
+
+
+def test_a_profile_names_its_own_corpus_sources_and_keeps_the_courses_heldout_settings():
+    course = load_course(ROOT, check_files=False)
+    assert GPU_CORPUS in MANIFEST  # the gpu profile pretrains on WikiText-103 as well
+    gpu = course.corpus_for("gpu")
+    assert gpu.sources == ["wikitext2", "wikitext103", "sst2"]
+    assert (gpu.min_words, gpu.heldout_sentences) == (course.corpus.min_words, course.corpus.heldout_sentences)
+    assert course.corpus_for("cpu") == course.corpus_for(None) == course.corpus  # no corpus of its own
+    spec = course.datasets["wikitext103"]
+    assert (spec.hub.path, spec.hub.name, spec.local_dir) == ("Salesforce/wikitext", "wikitext-103-v1", "wikitext103")
+    assert spec.splits == {"train": 1801350, "validation": 3760, "test": 4358}
+
+
+@pytest.mark.parametrize(("corpus", "expected"), [
+    ("{sources: [wikitext2, books, sst2]}", "profiles.gpu.corpus.sources: corpus source 'books' is not a data set"),
+    ("{sources: [wikitext2, sst2, sst2]}", "corpus source 'sst2' is named twice"),
+    ("{sources: [wikitext103, sst2]}", "profiles.gpu.corpus.sources lacks wikitext2 of the top-level corpus.sources"),
+    ("{sources: [wikitext2, sst2], heldout_sentences: 100}", "'heldout_sentences' does not belong in profiles.gpu"),
+    ("{sources: [wikitext2, sst2], min_words: 2}", "'min_words' does not belong in profiles.gpu.corpus"),
+    ("{source: [wikitext2]}", "unknown key 'source' in profiles.gpu.corpus; allowed: sources"),
+    ("{sources: wikitext2}", "profiles.gpu.corpus.sources must be a list"),
+])
+def test_a_profiles_corpus_is_checked_with_its_line(corpus, expected):
+    text = MANIFEST.replace(GPU_CORPUS, f"    corpus: {corpus}  # here\n")
+    message = _error(text)
+    assert expected in message
+    assert f"course.yml:{_line_of(text, '# here')}:" in message
+
+
 def test_invalid_yaml_and_heads_not_dividing_width():
     assert "not valid YAML" in _error("course: [unclosed\n")
     assert "divisible by n_heads" in _error(MANIFEST.replace("n_heads: 2,", "n_heads: 3,", 1))

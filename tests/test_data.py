@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -275,3 +276,178 @@ def test_hub_rows_of_the_real_local_copy_give_back_its_lines(data_dir, name):
     rows = _as_hub_rows(lines)
     assert len(rows) < len(lines) / 2  # sentences really were joined into paragraphs
     assert hub_rows_as_lines(rows) == lines
+
+
+# ----------------------------------------------------------------------------- WikiText-103 (the gpu profile)
+#
+# The gpu profile adds WikiText-103's train split (course.yml profiles.gpu.corpus). Its three ways in are
+# checked on a few rows: the hub (load_dataset replaced), a local wikitext103/ folder in either layout, and
+# neither (the smaller corpus, with a notice). The held-out sentences are WikiText-2's on every profile.
+
+_HUB_WIKITEXT103_TRAIN = [
+    "", " = Valkyria Chronicles III = \n", "",
+    " Senjō no Valkyria 3 : <unk> Chronicles is a tactical role @-@ playing video game developed by Sega . The game"
+    " began development in 2010 , carrying over a large portion of the work done on Valkyria Chronicles II . \n",
+    "", " = = Gameplay = = \n", "",
+    " As with previous games , the player takes control of a squad of 1 @,@ 200 soldiers . Too short . \n", "",
+]
+
+
+def _wikitext103_rows(heldout: list[str]) -> list[str]:
+    """The rows above plus a paragraph that repeats a held-out WikiText-2 sentence (it must not be trained on)."""
+    planted = next(s for s in heldout if "@" not in s and sum(s.count(end) for end in ".!?") == 1)
+    return _HUB_WIKITEXT103_TRAIN + [f" {planted} \n", ""]
+
+
+def _gpu_course(heldout_sentences: int = 3):
+    import dataclasses
+
+    from bertcourse.course import load_course
+
+    course = load_course()
+    return dataclasses.replace(course, corpus=dataclasses.replace(course.corpus, heldout_sentences=heldout_sentences))
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """`datasets.load_dataset` answering for WikiText-2, WikiText-103 train and SST-2 train from the rows above;
+    `requests` records what was asked of the hub, `wikitext103` is what it answers for WikiText-103."""
+    import datasets
+
+    real_load_dataset = datasets.load_dataset
+    hub = SimpleNamespace(requests=[], wikitext103=None)
+
+    def fake_load_dataset(path, name=None, **kwargs):
+        if path in ("csv", "parquet", "json"):  # the local folder's files
+            return real_load_dataset(path, name, **kwargs)
+        hub.requests.append((path, name, kwargs))
+        if (path, name) == ("Salesforce/wikitext", "wikitext-103-v1"):
+            if isinstance(hub.wikitext103, Exception):
+                raise hub.wikitext103
+            return datasets.Dataset.from_dict({"text": hub.wikitext103})
+        if path == "Salesforce/wikitext":
+            return datasets.Dataset.from_dict({"text": _HUB_WIKITEXT[kwargs["split"]]})
+        return datasets.Dataset.from_dict({"sentence": [s for s, _ in _SST2_ROWS], "label": [y for _, y in _SST2_ROWS],
+                                           "idx": list(range(len(_SST2_ROWS)))})
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    return hub
+
+
+def test_wikitext103_from_the_hub_and_from_a_local_folder_in_either_layout_give_one_corpus(tmp_path, fake_hub):
+    from bertcourse.data import hub_rows_as_lines
+
+    course = _gpu_course()
+    _local_folder(tmp_path)
+    smaller = load_corpus(course, data_dir=tmp_path, source="local")  # the top-level corpus: WikiText-2 + SST-2
+    fake_hub.wikitext103 = rows = _wikitext103_rows(smaller.heldout)
+    online = load_corpus(course, source="hub", profile="gpu")
+    assert ("Salesforce/wikitext", "wikitext-103-v1", {"split": "train"}) in fake_hub.requests
+    assert [r for r in fake_hub.requests if r[1] == "wikitext-103-v1"] == [  # its train split only
+        ("Salesforce/wikitext", "wikitext-103-v1", {"split": "train"})]
+    assert online.heldout == smaller.heldout and not set(online.heldout) & set(online.train)
+    added = online.train[len(smaller.train) - 3 :][:-3]  # after WikiText-2's sentences, before SST-2's three
+    assert added == [
+        "Senjō no Valkyria 3 : [UNK] Chronicles is a tactical role-playing video game developed by Sega .",
+        "The game began development in 2010 , carrying over a large portion of the work done on Valkyria Chronicles"
+        " II .",
+        "As with previous games , the player takes control of a squad of 1,200 soldiers .",
+    ]
+    assert online.train == smaller.train[: len(smaller.train) - 3] + added + smaller.train[-3:]  # SST-2 stays last
+    assert online.counts["wikitext103 kept"] == 4 and online.counts["wikitext103 shorter than 4 words"] == 1
+    assert online.counts["wikitext103 equal to a held-out sentence, dropped"] == 1
+    assert online.missing == [] and online.source == "hub"
+
+    folder = tmp_path / "wikitext103"
+    folder.mkdir()
+    (folder / "wiki.train.tokens").write_text("\n".join(row.rstrip("\n") for row in rows) + "\n")
+    from_release = load_corpus(course, data_dir=tmp_path, source="local", profile="gpu")
+    (folder / "wiki.train.tokens").unlink()
+    (folder / "train.txt").write_text("\n".join(hub_rows_as_lines(rows)) + "\n")  # one sentence a line
+    from_lines = load_corpus(course, data_dir=tmp_path, source="local", profile="gpu")
+    for local in (from_release, from_lines):
+        assert (local.train, local.heldout, local.counts) == (online.train, online.heldout, online.counts)
+        assert local.source == f"local folder {tmp_path}"
+
+
+def test_without_wikitext103_the_gpu_profile_falls_back_with_a_notice(tmp_path, fake_hub, capsys, monkeypatch):
+    from bertcourse.train import repeats_notice
+
+    course = _gpu_course()
+    _local_folder(tmp_path)
+    smaller = load_corpus(course, data_dir=tmp_path)
+    capsys.readouterr()
+    fallback = load_corpus(course, data_dir=tmp_path, profile="gpu")  # the hub is off (HF_HUB_OFFLINE, conftest)
+    assert (fallback.train, fallback.heldout, fallback.missing) == (smaller.train, smaller.heldout, ["wikitext103"])
+    notice = capsys.readouterr().err
+    steps = course.profile("gpu").pretrain.max_steps
+    for part in ("NOTICE: WikiText-103 was not found", f"no folder {tmp_path / 'wikitext103'}",
+                 "the hub was not tried: HF_HUB_OFFLINE", "falls back to the smaller corpus (wikitext2 + sst2)",
+                 f"A run of the gpu profile ({steps:,} steps of 128 blocks) will mostly repeat that corpus",
+                 "wikitext103/wiki.train.tokens", "wikitext103/train.txt"):
+        assert part in notice
+    assert fake_hub.requests == []
+    assert "SYNTHETIC" not in notice
+    assert repeats_notice(fallback, 11_024, 55_000, 128) == (
+        "NOTICE: without wikitext103 (not found, see above), these 55,000 steps of 128 blocks are 639 passes over "
+        "the 11,024 blocks packed from the smaller corpus: the run mostly repeats it")
+    assert repeats_notice(smaller, 11_024, 55_000, 128) == ""  # nothing missing
+    assert repeats_notice(fallback, 11_024, 100, 128) == ""  # a short try, ~1 pass: nothing repeated to speak of
+
+    import bertcourse.data  # online but the hub fails: the same fallback, saying why
+    monkeypatch.setattr(bertcourse.data, "_hub_reachable", lambda timeout=3.0: (True, ""))
+    fake_hub.wikitext103 = ConnectionError("reset by peer")
+    assert load_corpus(course, data_dir=tmp_path, profile="gpu").missing == ["wikitext103"]
+    hub = "hub Salesforce/wikitext/wikitext-103-v1[train]"
+    assert f"{hub} failed: ConnectionError: reset by peer" in capsys.readouterr().err
+    fake_hub.wikitext103 = _wikitext103_rows(smaller.heldout)  # online and the hub has it: the folder's gap filled
+    mixed = load_corpus(course, data_dir=tmp_path, profile="gpu")
+    assert mixed.missing == [] and mixed.counts["wikitext103 kept"] == 4
+    assert mixed.source == f"local folder {tmp_path} (wikitext103 from the {hub})"
+
+
+def test_a_named_source_without_wikitext103_or_a_broken_copy_is_an_error_naming_the_file(tmp_path, fake_hub):
+    course = _gpu_course()
+    _local_folder(tmp_path)
+    folder = tmp_path / "wikitext103"
+    with pytest.raises(DataError, match=f"no WikiText-103 in {folder} \\(--source local\\)"):
+        load_corpus(course, data_dir=tmp_path, source="local", profile="gpu")
+    folder.mkdir()
+    (folder / "wiki.valid.tokens").write_text(" = Homarus gammarus = \n")
+    with pytest.raises(DataError, match="holds no WikiText-103 train split: looked for wiki.train.tokens or "
+                                        "train.txt \\(found: wiki.valid.tokens\\)"):
+        load_corpus(course, data_dir=tmp_path, profile="gpu")  # not only with --source local
+    (folder / "train.txt").write_bytes(b"The game began development in 2010 .\nIt was \xff released in Japan .\n")
+    with pytest.raises(DataError, match=f"{folder / 'train.txt'}:2: not UTF-8 text"):
+        load_corpus(course, data_dir=tmp_path, profile="gpu")
+    (folder / "train.txt").write_text("Too short .\n= = Gameplay = =\n\n")
+    with pytest.raises(DataError, match=f"{folder / 'train.txt'}: no WikiText-103 sentence of 4 words or more"):
+        load_corpus(course, data_dir=tmp_path, profile="gpu")
+    fake_hub.wikitext103 = ConnectionError("reset by peer")
+    with pytest.raises(DataError, match="could not load WikiText-103 from the hub Salesforce/wikitext/"
+                                        "wikitext-103-v1\\[train\\]: reset by peer"):
+        load_corpus(course, source="hub", profile="gpu")
+
+
+def test_heldout_sentences_are_the_same_on_every_profile_and_never_trained_on(data_dir, tmp_path, corpus, capsys):
+    """On the real data, with a small WikiText-103 copy beside it that repeats a held-out sentence."""
+    from bertcourse.course import load_course
+
+    for name in ("sst2", "wikitext2"):
+        (tmp_path / name).symlink_to(data_dir / name)
+    (tmp_path / "wikitext103").mkdir()
+    planted = corpus.heldout[123]
+    (tmp_path / "wikitext103" / "train.txt").write_text(
+        "\n".join(["The game began development in 2010 , carrying over work done on Valkyria Chronicles II .",
+                   planted, "= = Gameplay = = As with previous games , the player takes control of a squad ."]) + "\n")
+    course = load_course()
+    assert course.corpus_for("gpu").sources != course.corpus.sources  # the gpu profile's corpus is larger
+    for profile in course.profiles:
+        loaded = load_corpus(course, data_dir=tmp_path, profile=profile)
+        assert loaded.heldout == corpus.heldout and len(loaded.heldout) == 500
+        assert not set(loaded.heldout) & set(loaded.train)
+    gpu = load_corpus(course, data_dir=tmp_path, profile="gpu")
+    assert len(gpu.train) == len(corpus.train) + 2 and gpu.counts["wikitext103 kept"] == 3
+    assert gpu.counts["wikitext103 equal to a held-out sentence, dropped"] == 1
+    assert "As with previous games , the player takes control of a squad ." in gpu.train
+    assert "NOTICE" not in capsys.readouterr().err

@@ -46,7 +46,7 @@ def number(text: str) -> float:
 
 
 @pytest.mark.slow
-def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, data_dir):
+def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, data_dir, corpus):
     status = smoke.main(["--allow-cpu", "--profile", "cpu-quick", "--steps", "10", "--data-dir", str(data_dir),
                          "--source", "local"])
     assert status == 0
@@ -68,3 +68,16 @@ def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, dat
     estimate = got[f"estimated full profile ({profile.pretrain.max_steps:,} steps)"]
     assert number(estimate) == pytest.approx(profile.pretrain.max_steps / steps_per_s / 60, abs=0.06)
     assert "GiB" in got["peak memory"]
+    # the corpus it used (cpu-quick's: the course corpus) and the passes its steps make
+    assert got["corpus"] == f"local folder {data_dir}: wikitext2 + sst2, {len(corpus.train):,} training sentences"
+    passes, blocks, sentences = re.fullmatch(r"([\d.]+) over the ([\d,]+) blocks packed for them \(([\d,]+) "
+                                             r"sentences\)", got["passes of the 10 steps"]).groups()
+    assert float(passes) == pytest.approx(10 * profile.pretrain.batch_size / number(blocks), abs=0.006)
+    assert number(sentences) < len(corpus.train)  # 10 steps pack the corpus's first sentences only
+    full = got[f"passes of the full profile ({profile.pretrain.max_steps:,} steps)"]
+    assert full.endswith("blocks (estimated)")
+    estimated_blocks = number(full.split("~")[1])
+    characters = sum(map(len, corpus.train[: int(number(sentences))]))
+    assert estimated_blocks == pytest.approx(number(blocks) * sum(map(len, corpus.train)) / characters, rel=0.001)
+    assert number(full) == pytest.approx(profile.pretrain.max_steps * profile.pretrain.batch_size / estimated_blocks,
+                                         abs=0.06)

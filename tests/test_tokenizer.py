@@ -91,3 +91,30 @@ def test_training_on_a_small_corpus_works_end_to_end():
     tok = train_tokenizer(["the cat sat on the mat", "the dog sat on the log"] * 10, 60, progress=False)
     assert tok.tokenize("the cat sat") == ["the", "cat", "sat"]
     assert tok.convert_ids_to_tokens(tok("zebra")["input_ids"])[1] == "[UNK]"  # 'z' was never seen
+
+
+def whole_text_counts(sentences):
+    """Word counts as the tokenizer counted them before issue 13: the text normalised and pre-tokenised
+    200 sentences at a time. `count_words` counts distinct space-separated pieces first; same result."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, lowercase=True)
+    pre_tokenizer, counts = pre_tokenizers.BertPreTokenizer(), Counter()
+    for start in range(0, len(sentences), 200):
+        text = "\n".join(sentences[start : start + 200])
+        for token in SPECIAL_TOKENS:
+            text = text.replace(token, " ")
+        counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    return counts
+
+
+def test_word_counts_are_those_of_the_whole_text_on_the_real_corpus_and_odd_characters(corpus):
+    from bertcourse.tokenizer import count_words
+
+    odd = ["tab\there and\nnewline", "Ünïcödé Straße ÉCOLE e\u0301 \u0301a", "x\x0by\x0cz\x1cw\x85v \x00q\ufffdr",
+           "[UNK]'s [UNK][UNK] foo[UNK]bar", "  double  space ", "中文字符 mixed中文", "ΟΔΟΣ", "a\u00a0b\u2028c\u3000d",
+           "don't-stop...now!"]
+    sentences = corpus.train + corpus.heldout + odd
+    assert count_words(sentences) == whole_text_counts(sentences)
+    # control characters are dropped, not split at (why pieces are cut at " " only, not at str.split()'s whitespace)
+    assert count_words(odd)["中"] == 2 and count_words(odd)["xyzwv"] == 1

@@ -72,6 +72,18 @@ class CorpusSpec:
 
 
 @dataclass(frozen=True)
+class ProfileCorpus:
+    """A profile's own `corpus:` block: the data sets it pretrains on, instead of the top-level `corpus.sources`.
+
+    Only the sources: the shortest sentence kept and the held-out set are the course's, the same on every
+    profile, so that held-out losses compare across profiles. A profile adds sources to the course's and
+    drops none (the held-out sentences come from them; `_validate` checks it).
+    """
+
+    sources: list[str]  # keys of `datasets:`
+
+
+@dataclass(frozen=True)
 class PretrainSpec:
     """A profile's `pretrain:` block: the optimisation settings of `bertcourse pretrain`."""
 
@@ -115,6 +127,9 @@ class Profile:
     finetune: FinetuneSpec | None = None  # SST-2 fine-tuning (lesson 4, compare); see `finetuning()`
     # the sizes of the lessons' own experiments, by lesson id: {"lesson02-wwm": {"training_steps": 20}}
     lesson_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the profile's own corpus sources (None: the top-level corpus). Not in repr: run folders hash the corpus
+    # itself (`train.run_folder`), and a profile without one keeps the digest it had before the field existed.
+    corpus: ProfileCorpus | None = field(default=None, repr=False)
 
     def finetuning(self) -> FinetuneSpec:
         """The profile's `finetune:` block; a profile without one cannot fine-tune (fixtures, older courses)."""
@@ -192,6 +207,12 @@ class Course:
     def path(self, relative: str) -> Path:
         """A path written in course.yml (relative to the course folder), made absolute."""
         return self.root / relative
+
+    def corpus_for(self, profile: str | None = None) -> CorpusSpec:
+        """The pretraining corpus of `profile`: the top-level `corpus:` with the profile's own sources where it
+        names them (profiles.NAME.corpus.sources); None, or a profile without them: the top-level corpus."""
+        own = self.profile(profile).corpus if profile is not None else None
+        return dataclasses.replace(self.corpus, sources=list(own.sources)) if own is not None else self.corpus
 
 
 # Files each entry must point at, checked after parsing: (list attribute, field, folder prefix).
@@ -322,6 +343,12 @@ def _parse_profile(parser: _Parser, node: yaml.Node, name: str) -> Profile:
     """A hardware profile. Its `model:` gives the BERT's shape; the vocabulary size is the profile's own
     `vocab_size`, and the GPT twin is derived from the BERT (`ModelConfig.for_arch`)."""
     where = f"profiles.{name}"
+    corpus = parser.mapping(node, where).get("corpus")
+    if corpus is not None:
+        for key, (key_node, _) in parser.mapping(corpus[1], f"{where}.corpus").items():
+            if key in ("min_words", "heldout_sentences"):
+                raise parser.error(key_node, f"{key!r} does not belong in {where}.corpus: it is the course's "
+                                   "(top-level corpus), the same on every profile, so that held-out losses compare")
     profile = parser.parse_dataclass(node, Profile, where, name=name)
     model_node = parser.mapping(node, where)["model"][1]
     keys = parser.mapping(model_node, f"{where}.model")
@@ -351,9 +378,19 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
             if value is not None and value <= 0:
                 raise parser.error(parser.mapping(node, "exercises")[key][1],
                                    f"exercises {exercise.id!r}: {key} must be positive, got {value!r}")
-    for source_name, node in zip(course.corpus.sources, _corpus_source_nodes(top)):
-        if source_name not in course.datasets:
-            raise parser.error(node, f"corpus source {source_name!r} is not a data set in 'datasets'")
+    _validate_sources(course, course.corpus.sources, _source_nodes(top["corpus"][1]), "corpus.sources", parser)
+    for name, (_, node) in parser.mapping(top["profiles"][1], "profiles").items():
+        own = course.profiles[name].corpus
+        if own is not None:
+            corpus_node = parser.mapping(node, f"profiles.{name}")["corpus"][1]
+            sources_node = parser.mapping(corpus_node, f"profiles.{name}.corpus")["sources"][1]
+            where = f"profiles.{name}.corpus.sources"
+            _validate_sources(course, own.sources, _source_nodes(corpus_node), where, parser)
+            dropped = [source for source in course.corpus.sources if source not in own.sources]
+            if dropped:
+                raise parser.error(sources_node, f"{where} lacks {', '.join(dropped)} of the top-level corpus.sources: "
+                                   "a profile may add sources, not drop them (the held-out sentences, the same on "
+                                   "every profile, are drawn from the course's corpus)")
     m = course.masking
     if not (0 < m.select_prob < 1 and 0 <= m.mask_prob and 0 <= m.random_prob and m.mask_prob + m.random_prob <= 1):
         raise parser.error(top["masking"][1], "masking probabilities must lie in [0, 1] with mask + random <= 1")
@@ -380,8 +417,21 @@ def _validate_lesson_sizes(course: Course, top: dict, parser: _Parser) -> None:
                                f"{first[1]}: every profile needs the same numbers")
 
 
-def _corpus_source_nodes(top: dict) -> list[yaml.Node]:
-    corpus = {k.value: v for k, v in top["corpus"][1].value}
+def _validate_sources(course: Course, sources: list[str], nodes: list[yaml.Node], where: str,
+                      parser: _Parser) -> None:
+    """Each source of a corpus is a data set of `datasets:`, named once."""
+    seen: set[str] = set()
+    for source_name, node in zip(sources, nodes):
+        if source_name not in course.datasets:
+            raise parser.error(node, f"{where}: corpus source {source_name!r} is not a data set in 'datasets' "
+                               f"(there: {', '.join(course.datasets)})")
+        if source_name in seen:
+            raise parser.error(node, f"{where}: corpus source {source_name!r} is named twice")
+        seen.add(source_name)
+
+
+def _source_nodes(corpus_node: yaml.Node) -> list[yaml.Node]:
+    corpus = {k.value: v for k, v in corpus_node.value}
     sources = corpus.get("sources")
     return list(sources.value) if isinstance(sources, yaml.SequenceNode) else []
 

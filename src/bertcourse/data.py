@@ -9,6 +9,10 @@ Where the data comes from, in this order:
 3. a small synthetic sample generated here, only when the user asked for no particular source, and
    always with a printed notice: numbers measured on it mean nothing.
 
+A profile may pretrain on more (course.yml `profiles.NAME.corpus`): the gpu profile adds WikiText-103's
+train split (`wikitext103/` in the folder, else the hub). Where neither has it and no source was named, that
+profile falls back to the course corpus with a printed notice (`Corpus.missing` records it).
+
 A source the user named explicitly that is missing or malformed is an error that says which file and
 which line is wrong; rows are never dropped silently.
 """
@@ -21,6 +25,7 @@ import random
 import re
 import socket
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -240,6 +245,7 @@ class Corpus:
     heldout: list[str]
     source: str
     counts: dict[str, int] = field(default_factory=dict)  # sentences kept / filtered, per source
+    missing: list[str] = field(default_factory=list)  # sources of the profile's corpus not found (fell back)
 
     def fingerprint(self) -> str:
         """A short hash of the training sentences: caches built from them (tokenizer, runs) change when they do."""
@@ -299,12 +305,16 @@ def wikitext_lines(course: Course | None = None, data_dir: str | Path | None = N
     return [] if resolved.kind == "synthetic" else _wikitext_lines(resolved, course)
 
 
-def hub_rows_as_lines(rows: list[str]) -> list[str]:
+def hub_rows_as_lines(rows: Iterable[str]) -> list[str]:
     """WikiText rows as the hub has them (a paragraph or a heading a row, blank rows between) written as the
     local copy's lines: one sentence a line, ending after a "." / "!" / "?" token and a closing quote or
     bracket; headings glued to the sentence after them; "@-@" escapes spaced out as "@ - @" (so that a
     decimal "3 @.@ 5" splits there, as it does in the local copy)."""
-    lines: list[str] = []
+    return list(iter_hub_rows_as_lines(rows))
+
+
+def iter_hub_rows_as_lines(rows: Iterable[str]) -> Iterator[str]:
+    """`hub_rows_as_lines`, one line at a time: WikiText-103's 1.8M rows need not be in memory at once."""
     headings: list[str] = []
     for row in rows:
         text = _HUB_ESCAPE.sub(r"@ \1 @", row).strip()
@@ -316,8 +326,9 @@ def hub_rows_as_lines(rows: list[str]) -> list[str]:
         sentences = _sentences(text)
         sentences[0] = " ".join([*headings, sentences[0]])
         headings = []
-        lines.extend(sentences)
-    return lines + [" ".join(headings)] if headings else lines  # headings with no text after: one line
+        yield from sentences
+    if headings:  # headings with no text after: one line
+        yield " ".join(headings)
 
 
 def _sentences(paragraph: str) -> list[str]:
@@ -336,19 +347,23 @@ def _sentences(paragraph: str) -> list[str]:
 
 
 def load_corpus(
-    course: Course | None = None, data_dir: str | Path | None = None, source: str = "auto"
+    course: Course | None = None, data_dir: str | Path | None = None, source: str = "auto",
+    profile: str | None = None,
 ) -> Corpus:
-    """The pretraining corpus named in course.yml (`corpus.sources`), split into train and held-out.
+    """The pretraining corpus named in course.yml, split into train and held-out: the top-level
+    `corpus.sources`, or with `profile` that profile's own (`Course.corpus_for`).
 
-    Held-out sentences come from WikiText only: SST-2's training rows are overlapping phrases of the
-    same reviews, so a held-out SST-2 phrase would mostly have been seen in training.
+    Held-out sentences come from WikiText-2 only, chosen the same way whatever else a profile adds, so
+    held-out losses compare across profiles: SST-2's training rows are overlapping phrases of the same
+    reviews, so a held-out SST-2 phrase would mostly have been seen in training. A sentence of another
+    source equal to a held-out one is dropped from train (and counted).
     """
     course = course or load_course()
-    spec = course.corpus
+    spec = course.corpus_for(profile)
     resolved = resolve_source(data_dir, source)
     if resolved.kind == "hub":
         try:
-            return _build_corpus(course, resolved, data_dir, source)
+            return _build_corpus(course, resolved, data_dir, source, profile)
         except Exception as exc:
             if source == "hub":
                 raise DataError(f"could not load the corpus from the hub: {exc}") from exc
@@ -358,35 +373,134 @@ def load_corpus(
         sentences = synthetic_sentences(12_000)
         return Corpus(sentences[spec.heldout_sentences:], sentences[: spec.heldout_sentences], "synthetic",
                       {"synthetic": len(sentences)})
-    return _build_corpus(course, resolved, data_dir, source)
+    return _build_corpus(course, resolved, data_dir, source, profile)
 
 
-def _build_corpus(course: Course, resolved: Source, data_dir, source) -> Corpus:
-    spec = course.corpus
+def _build_corpus(course: Course, resolved: Source, data_dir, source, profile: str | None) -> Corpus:
+    spec = course.corpus_for(profile)
     counts: dict[str, int] = {}
     wiki: list[str] = []
-    other: list[str] = []
+    other: list[tuple[str, list[str]]] = []  # (source, sentences) of the sources after WikiText-2's
+    missing: list[str] = []
+    described = resolved.describe()
     for name in spec.sources:
         if name == "wikitext2":
             raw = [_clean_wikitext_line(line) for line in _wikitext_lines(resolved, course)]
             raw = [line for line in raw if line]
             kept = [s for s in raw if _enough_words(s, spec.min_words)]
             wiki.extend(kept)
+            n_raw = len(raw)
         elif name == "sst2":
             raw = column(load_sst2("train", data_dir=data_dir, source=resolved.kind, course=course), "sentence")
             kept = [s.strip() for s in raw if _enough_words(s, spec.min_words)]
-            other.extend(kept)
+            other.append((name, kept))
+            n_raw = len(raw)
+        elif name == "wikitext103":
+            lines, where = _wikitext103_lines(resolved, course, source)
+            if lines is None:
+                missing.append(name)
+                _notice_fallback(profile, where, course, [s for s in spec.sources if s != name])
+                continue
+            kept, n_raw = _wikitext_sentences(lines, spec.min_words)
+            if not kept:
+                raise DataError(f"{where}: no WikiText-103 sentence of {spec.min_words} words or more")
+            other.append((name, kept))
+            if resolved.kind == "local" and where.startswith("hub"):
+                described += f" (wikitext103 from the {where})"
         else:
             raise DataError(f"course.yml corpus source {name!r} has no loader")
         counts[f"{name} kept"] = len(kept)
-        counts[f"{name} shorter than {spec.min_words} words"] = len(raw) - len(kept)
+        counts[f"{name} shorter than {spec.min_words} words"] = n_raw - len(kept)
     wiki = list(dict.fromkeys(wiki))  # exact duplicates would leak between train and held-out
     order = list(range(len(wiki)))
     random.Random(0).shuffle(order)
     heldout_ids = set(order[: spec.heldout_sentences])
     heldout = [wiki[i] for i in sorted(heldout_ids)]
-    train = [s for i, s in enumerate(wiki) if i not in heldout_ids] + other
-    return Corpus(train, heldout, resolved.describe(), counts)
+    train = [s for i, s in enumerate(wiki) if i not in heldout_ids]
+    held = set(heldout)
+    for name, kept in other:  # in the order of `sources`: SST-2 last (lesson 6 finds its phrases there)
+        clean = [s for s in kept if s not in held]
+        if len(clean) < len(kept):
+            counts[f"{name} equal to a held-out sentence, dropped"] = len(kept) - len(clean)
+        train.extend(clean)
+    return Corpus(train, heldout, described, counts, missing)
+
+
+# WikiText-103's train split only: its validation and test splits are WikiText-2's articles, which the corpus
+# has already and draws the held-out sentences from. Locally either the original release's file (a paragraph
+# or a heading a line, as the hub's rows) or one sentence a line (the local WikiText-2 copy's format).
+WIKITEXT103_FILES = {"wiki.train.tokens": "paragraphs", "train.txt": "sentences"}
+
+
+def _wikitext103_lines(resolved: Source, course: Course, source: str) -> tuple[Iterator[str] | None, str]:
+    """WikiText-103 train's lines (as the local WikiText-2 copy's) and where they come from, streamed; or
+    (None, where it was looked for) when neither the folder nor the hub has it and no source was named.
+    A named source without it, or a `wikitext103/` folder without its train split, is an error."""
+    spec = course.datasets["wikitext103"]
+    looked = ""
+    if resolved.kind == "local":
+        folder = resolved.path / spec.local_dir
+        if folder.is_dir():
+            for name, layout in WIKITEXT103_FILES.items():
+                if (folder / name).is_file():
+                    lines = _read_lines(folder / name)
+                    return (iter_hub_rows_as_lines(lines) if layout == "paragraphs" else lines), str(folder / name)
+            found = ", ".join(p.name for p in content_files(folder, recursive=False)) or "nothing"
+            raise DataError(f"{folder} holds no WikiText-103 train split: looked for "
+                            f"{' or '.join(WIKITEXT103_FILES)} (found: {found})")
+        if source == "local":
+            raise DataError(f"no WikiText-103 in {folder} (--source local): put its train split there as "
+                            f"{' or '.join(WIKITEXT103_FILES)}")
+        online, reason = _hub_reachable()
+        looked = f"no folder {folder}; "
+        if not online:
+            return None, f"{looked}the hub was not tried: {reason}"
+    hub = f"hub {spec.hub.path}/{spec.hub.name}[train]"
+    try:
+        print(f"loading WikiText-103 train from the {hub} (a few hundred MB the first time)", file=sys.stderr)
+        rows = datasets.load_dataset(spec.hub.path, spec.hub.name, split="train")
+    except Exception as exc:
+        if source == "hub":
+            raise DataError(f"could not load WikiText-103 from the {hub}: {exc}") from exc
+        return None, f"{looked}the {hub} failed: {exc.__class__.__name__}: {exc}"
+    return iter_hub_rows_as_lines(text for batch in rows.iter(batch_size=10_000) for text in batch["text"]), hub
+
+
+def _read_lines(path: Path) -> Iterator[str]:
+    """A text file's lines, streamed; a line that is not UTF-8 is an error naming the file and the line."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def _wikitext_sentences(lines: Iterable[str], min_words: int) -> tuple[list[str], int]:
+    """(the cleaned sentences of `lines` with at least `min_words` words, how many non-empty lines there were):
+    one pass, so that a corpus of WikiText-103's size is held once."""
+    kept, n_raw = [], 0
+    for line in lines:
+        cleaned = _clean_wikitext_line(line)
+        if cleaned:
+            n_raw += 1
+            if _enough_words(cleaned, min_words):
+                kept.append(cleaned)
+    return kept, n_raw
+
+
+def _notice_fallback(profile: str | None, where: str, course: Course, sources: list[str]) -> None:
+    spec = course.profile(profile).pretrain if profile is not None else None
+    run = (f" A run of the {profile} profile ({spec.max_steps:,} steps of {spec.batch_size} blocks) will mostly "
+           "repeat that corpus, many passes over it (`bertcourse pretrain` prints how many once it is packed)."
+           if spec is not None else "")
+    print(
+        f"NOTICE: WikiText-103 was not found ({where}). Pretraining falls back to the smaller corpus "
+        f"({' + '.join(sources)}).{run} For WikiText-103, go online (the hub) or put its train split in "
+        f"the data folder as {course.datasets['wikitext103'].local_dir}/wiki.train.tokens (the original release) "
+        f"or {course.datasets['wikitext103'].local_dir}/train.txt (one sentence a line).",
+        file=sys.stderr,
+    )
 
 
 # ----------------------------------------------------------------------------- the synthetic sample

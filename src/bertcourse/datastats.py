@@ -37,7 +37,7 @@ def data_command(args: argparse.Namespace) -> int:
     profile = course.profile(resolve_profile(args.profile, course))
     print(f"profile {profile.name}: vocabulary {profile.vocab_size}, sequences up to {profile.model.max_seq_len}")
     splits = {split: load_sst2(split, args.data_dir, args.source, course) for split in ("train", "validation")}
-    corpus = load_corpus(course, args.data_dir, args.source)
+    corpus = load_corpus(course, args.data_dir, args.source, profile=profile.name)
     if args.tokenizer:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     else:

@@ -179,9 +179,9 @@ def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, sourc
     if options.init == "pretrained":
         raise FinetuneError(f"{path}: no pretraining checkpoint; run `bertcourse pretrain --arch {options.arch} "
                             f"--profile {profile}` first (or pass --pretrained PATH, or --init scratch)")
-    course = load_course()  # scratch without a checkpoint: the profile's model and the course tokenizer
+    course = load_course()  # scratch without a checkpoint: the profile's model and tokenizer (of its corpus)
     spec = course.profile(profile)
-    tokenizer = load_tokenizer(load_corpus(course, data_dir=data_dir, source=source), spec.vocab_size,
+    tokenizer = load_tokenizer(load_corpus(course, data_dir=data_dir, source=source, profile=profile), spec.vocab_size,
                                spec.model.max_seq_len, progress=options.progress)
     config = spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
     return config, tokenizer, {"state": None, "described": None}

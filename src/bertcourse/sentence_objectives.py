@@ -74,7 +74,7 @@ def pair_rows(documents: Sequence[Sequence[str]], tokenizer: Any, max_seq_len: i
 
 def with_unlabelled(pairs: PairData, packed: PackedData) -> PairData:
     """`pairs` followed by `packed`'s blocks, which carry no pair label (-100): they train the MLM only."""
-    return PairData(pairs.blocks + packed.blocks, pairs.segments + packed.segments,
+    return PairData([*pairs.blocks, *packed.blocks], [*pairs.segments, *packed.segments],
                     pair_labels=pairs.pair_labels + [IGNORE_INDEX] * len(packed))
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -92,6 +93,7 @@ class PretrainResult:
     train_data: PackedData | None = None  # the packed blocks the run drew its batches from
     heldout: list[dict[str, torch.Tensor]] = field(default_factory=list)  # the fixed held-out batches
     objective: Objective | None = None  # what the model was trained to predict
+    packed_sentences: int | None = None  # how many of the corpus's training sentences went into train_data
 
 
 def _run_precision(requested: str, device: torch.device, saved: dict | None, path: Path) -> str:
@@ -143,14 +145,26 @@ def run_folder(name: str, profile: str, corpus: Any, course: Course | None = Non
 
 
 def _pack(tokenizer: Any, sentences: list[str], max_seq_len: int, objective: Objective,
-          budget: int | None = None) -> tuple[PackedData, int]:
+          budget: int | None = None, progress: bool = True) -> tuple[PackedData, int]:
     """`sentences` (the first ones holding `budget` tokens, or all) packed into blocks, with word ids
     when the objective needs them; and how many sentences went in."""
     want_words = objective.uses_word_ids
-    tokens = (tokenize(tokenizer, sentences, word_ids=want_words) if budget is None
-              else tokenize_prefix(tokenizer, sentences, budget, word_ids=want_words))
+    tokens = (tokenize(tokenizer, sentences, word_ids=want_words, progress=progress) if budget is None
+              else tokenize_prefix(tokenizer, sentences, budget, word_ids=want_words, progress=progress))
     packed = pack_sentences(tokens.ids, max_seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id, tokens.word_ids)
     return packed, len(tokens)
+
+
+def repeats_notice(corpus: Any, n_blocks: int, steps: int, batch_size: int) -> str:
+    """The notice a run prints when its profile's corpus fell back to a smaller one (`Corpus.missing`):
+    how many passes over the smaller corpus its steps make. Empty when nothing is missing, or when the steps
+    make fewer than two passes (a short try: no repeats to warn of)."""
+    missing = getattr(corpus, "missing", None)
+    if not missing or steps * batch_size < 2 * n_blocks:
+        return ""
+    return (f"NOTICE: without {', '.join(missing)} (not found, see above), these {steps:,} steps of {batch_size} "
+            f"blocks are {steps * batch_size / n_blocks:,.0f} passes over the {n_blocks:,} blocks packed from the "
+            "smaller corpus: the run mostly repeats it")
 
 
 def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, tokenizer: Any = None) -> PretrainResult:
@@ -184,7 +198,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     if tokenizer is None and saved is not None:
         tokenizer = tokenizer_from_json(saved["tokenizer"])
     if corpus is None:
-        corpus = load_corpus(course, data_dir=options.data_dir, source=options.source)
+        corpus = load_corpus(course, data_dir=options.data_dir, source=options.source, profile=options.profile)
     if tokenizer is None:
         tokenizer = load_tokenizer(corpus, profile.vocab_size, profile.model.max_seq_len)
     config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
@@ -198,8 +212,10 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     # ---- data: pack the corpus once; held-out masks fixed
     objective = objective_type(tokenizer, course.masking)
     budget = max_steps * spec.batch_size * config.max_seq_len
-    train_data, n_sentences = _pack(tokenizer, corpus.train, config.max_seq_len, objective, budget)
-    heldout = objective.heldout_batches(_pack(tokenizer, corpus.heldout, config.max_seq_len, objective)[0])
+    train_data, n_sentences = _pack(tokenizer, corpus.train, config.max_seq_len, objective, budget,
+                                    options.progress and main)
+    heldout = objective.heldout_batches(_pack(tokenizer, corpus.heldout, config.max_seq_len, objective,
+                                              progress=False)[0])
     if len(train_data) < spec.batch_size:
         raise BertcourseError(f"the corpus fills only {len(train_data)} blocks, fewer than one batch")
 
@@ -257,9 +273,12 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         print(
             f"pretraining {options.arch} on {device} in {options.precision}: {n_sentences:,} sentences packed into "
             f"{len(train_data):,} blocks of <= {config.max_seq_len} tokens ({train_data.n_tokens:,} tokens), "
-            f"{max_steps} steps of {spec.batch_size} blocks" + (", whole-word masking" if options.whole_word else "")
+            f"{max_steps} steps of {spec.batch_size} blocks ({max_steps * spec.batch_size / len(train_data):,.1f} "
+            "passes over them)" + (", whole-word masking" if options.whole_word else "")
             + (f", split across {processes.world_size} processes" if processes.ddp else "")
         )
+        if notice := repeats_notice(corpus, len(train_data), max_steps, spec.batch_size):
+            print(notice, file=sys.stderr)
     model.train()
     bar = tqdm(total=max_steps, initial=step, desc=f"pretrain {options.arch}", disable=not (options.progress and main))
     started, tokens_seen = time.perf_counter(), 0
@@ -314,7 +333,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         final = evaluate(model, heldout, device)
         write_report(out_dir, history, final, options, model, cost=cost())
     processes.close()
-    return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout, objective)
+    return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout, objective, n_sentences)
 
 
 def write_report(out_dir: Path, history: dict, final: dict, options: PretrainOptions, model: torch.nn.Module,
