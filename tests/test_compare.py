@@ -267,36 +267,37 @@ def test_compare_writes_the_report_with_its_documented_schema(quick_compare):
 
 @pytest.mark.slow
 def test_a_killed_compare_resumes_reusing_finished_runs_with_the_same_results(quick_compare, tmp_path, data_dir):
-    """Pretraining and the first 16 runs as a killed compare leaves them, then a compare killed (an exception
-    from after_run) after training 3 more, then the resume: all 19 reused, the other 5 trained."""
+    """Pretraining and all runs but the last 4 as a killed compare leaves them, then a compare killed (an
+    exception from after_run) after training 2 more, then the resume: those reused, the last 2 trained."""
     base, uninterrupted = quick_compare
     runs = tmp_path / "runs"
     plan = C.run_plan(uninterrupted["seeds"])
     for arch in C.ARCHS:
         shutil.copytree(base / "runs" / f"pretrain-{arch}-{PROFILE}", runs / f"pretrain-{arch}-{PROFILE}")
-    for run in plan[:16]:
+    done, killed = len(plan) - 4, len(plan) - 2
+    for run in plan[:done]:
         shutil.copytree(run.folder(base / "runs", PROFILE), run.folder(runs, PROFILE))
 
     trained = []
 
-    def kill_after_three(run, result):
+    def kill_after_two(run, result):
         if result.model is not None:
             trained.append(run)
-            if len(trained) == 3:
+            if len(trained) == 2:
                 raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError, match="killed"):
         C.compare(PROFILE, out=tmp_path / "results", runs_dir=runs, data_dir=data_dir, progress=False,
-                  after_run=kill_after_three)
-    assert trained == plan[16:19]
-    stamps = {run: run.folder(runs, PROFILE).joinpath("model.pt").stat().st_mtime_ns for run in plan[:19]}
+                  after_run=kill_after_two)
+    assert trained == plan[done:killed]
+    stamps = {run: run.folder(runs, PROFILE).joinpath("model.pt").stat().st_mtime_ns for run in plan[:killed]}
     assert not (tmp_path / "results").exists()
 
     seen = {}
     resumed = C.compare(PROFILE, out=tmp_path / "results", runs_dir=runs, data_dir=data_dir, progress=False,
                         after_run=lambda run, result: seen.__setitem__(run, result.model is None))
-    assert [run for run in plan if seen[run]] == plan[:19]  # reused
-    assert [run for run in plan if not seen[run]] == plan[19:]  # trained
+    assert [run for run in plan if seen[run]] == plan[:killed]  # reused
+    assert [run for run in plan if not seen[run]] == plan[killed:]  # trained
     assert all(run.folder(runs, PROFILE).joinpath("model.pt").stat().st_mtime_ns == stamp
                for run, stamp in stamps.items())
     assert _without_timing(resumed) == _without_timing(uninterrupted)
