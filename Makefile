@@ -35,12 +35,8 @@ demo: install
 	done
 	$(BIN)/bertcourse compare --profile $(PROFILE)
 
-# Two pytest-xdist workers (TEST_JOBS): much of the suite waits on single-threaded processes (graders,
-# notebook kernels, torchrun), so two lanes keep both cores busy. A test file stays on one worker, the
-# tests that read executed lessons on one too (tests/conftest.py). TEST_JOBS=0 runs in one process.
-TEST_JOBS ?= 2
 test: install
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The contributor's lane while editing: no `slow` (training, notebooks, grading end to end) or `browser`
 # tests; `make test` (what CI runs) stays the full suite.

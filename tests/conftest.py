@@ -56,15 +56,3 @@ def quick_tokenizer(corpus):
 
     spec = load_course(check_files=False).profile("cpu-quick")
     return load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=False)
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    """Groups for `make test`'s two pytest-xdist workers (--dist loadgroup): a test file runs on one worker,
-    so its module fixtures are made once; the notebook tests and every file that reads an executed lesson
-    share one group, since they share lesson_support's per-process cache of executed lessons and the
-    lessons' runs/ folders. Without xdist the marks change nothing."""
-    for item in items:
-        path = Path(str(item.path)).resolve().relative_to(ROOT)
-        reads_lessons = path.parts[:2] == ("tests", "notebooks") or hasattr(item.module, "executed_lesson")
-        item.add_marker(pytest.mark.xdist_group("lessons" if reads_lessons else path.as_posix()))
