@@ -385,11 +385,8 @@ def _build_corpus(course: Course, resolved: Source, data_dir, source, profile: s
     described = resolved.describe()
     for name in spec.sources:
         if name == "wikitext2":
-            raw = [_clean_wikitext_line(line) for line in _wikitext_lines(resolved, course)]
-            raw = [line for line in raw if line]
-            kept = [s for s in raw if _enough_words(s, spec.min_words)]
+            kept, n_raw = _wikitext_sentences(_wikitext_lines(resolved, course), spec.min_words)
             wiki.extend(kept)
-            n_raw = len(raw)
         elif name == "sst2":
             raw = column(load_sst2("train", data_dir=data_dir, source=resolved.kind, course=course), "sentence")
             kept = [s.strip() for s in raw if _enough_words(s, spec.min_words)]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bertcourse.course import Exercise, load_course
-from bertcourse.grading import Grader, NotebookResult, infer_exercise
+from bertcourse.grading import Grader, GradingError, NotebookResult, infer_exercise
 from bertcourse.grading.sandbox import landlock_abi
 from bertcourse.grading.steps import canary_problem
 
@@ -184,7 +184,7 @@ def test_only_the_named_checks_run_and_count(grader, hashes, tmp_path):
     assert [(c.name, c.passed) for c in picked.checks] == [("test_add_numbers", True), ("test_mask_rate", True)]
     assert (picked.score, picked.max_score) == (2.0, 2.0)
     assert "test_mask_rate" in grade(grader, hashes, path).failed_checks()  # all checks: add_tensors ran first
-    with pytest.raises(Exception, match="no checks named"):
+    with pytest.raises(GradingError, match="no checks named"):
         grader.grade(path, "toy", only={"test_no_such_check"})
 
 
