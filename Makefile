@@ -35,8 +35,9 @@ demo: install
 	done
 	$(BIN)/bertcourse compare --profile $(PROFILE)
 
+# Two lanes side by side, one per core (tests/run_in_lanes.py says why): the grading lane and the rest.
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python tests/run_in_lanes.py $(PYTEST_ARGS)
 
 # The contributor's lane while editing: no `slow` (training, notebooks, grading end to end) or `browser`
 # tests; `make test` (what CI runs) stays the full suite.

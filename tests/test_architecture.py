@@ -132,7 +132,8 @@ def test_grading_modules_are_short(package):
 # ----------------------------------------------------------------------------- the teaching core
 
 TEACHING_LEAVES = ["bertcourse.model", "bertcourse.tokenizer", "bertcourse.masking", "bertcourse.model_support",
-                   "bertcourse.classifier", "bertcourse.heads", "bertcourse.devices", "bertcourse.optim"]
+                   "bertcourse.classifier", "bertcourse.heads", "bertcourse.training.devices",
+                   "bertcourse.training.optim"]
 MODEL_LESSON_LINES = 300  # model.py above its "end of the lesson" line: what lesson 3 asks a student to read
 LESSON_END = "# ----------------------------------------------------------------------------- end of the lesson"
 
@@ -198,9 +199,9 @@ def test_model_lesson_part_stays_readable_in_one_sitting():
 
 # The pieces of pretraining in the order they may import each other: each may import those before it
 # (and the teaching core), none those after it; the loop (`train`) comes last.
-TRAINING_PIECES = ["bertcourse.packing", "bertcourse.objectives", "bertcourse.pretrain_eval",
-                   "bertcourse.checkpoint", "bertcourse.plotting"]
-TRAINING_LOOP = "bertcourse.train"
+TRAINING_PIECES = ["bertcourse.training.packing", "bertcourse.training.objectives", "bertcourse.training.heldout",
+                   "bertcourse.training.checkpoint", "bertcourse.training.plotting"]
+TRAINING_LOOP = "bertcourse.training.pretrain"
 TEACHING_CORE = ["bertcourse.config", "bertcourse.data", "bertcourse.tokenizer", "bertcourse.masking",
                  "bertcourse.model", "bertcourse.model_support"]
 TRAINING_PIECE_LINES = 250
@@ -220,7 +221,7 @@ def test_training_modules_import_in_one_direction():
         assert not upwards, f"{module} (teaching core) imports the training modules {sorted(upwards)}"
     importers = sorted(m for m, imported in graph.items() if TRAINING_LOOP in imported)
     # the command line, and the experiment that pretrains what it lacks before fine-tuning (compare)
-    allowed = {"bertcourse.cli", "bertcourse.compare"}
+    allowed = {"bertcourse.cli", "bertcourse.training.compare"}
     assert set(importers) <= allowed, f"only the commands may import the loop, not {importers}"
     assert not find_cycles({m: graph[m] for m in order}), "import cycle among the training modules"
 
@@ -277,3 +278,66 @@ def test_every_public_class_and_function_has_a_docstring():
     missing = [f"{path.relative_to(PACKAGE_ROOT)}: {name}" for path in module_files().values()
                for name in undocumented(path.read_text(encoding="utf-8"))]
     assert not missing, "public names without a docstring:\n" + "\n".join(missing)
+
+
+# ----------------------------------------------------------------------------- folders
+
+FOLDER_RULES = {  # folder -> the folders of the package its modules may never import
+    "top": {"training", "after_bert", "grading", "authoring"},
+    "authoring": {"training", "after_bert"},
+    "training": {"after_bert", "grading", "authoring"},
+    "after_bert": {"grading", "authoring"},
+    "grading": {"training", "after_bert", "authoring"},
+}
+# Where the top level reaches a wing anyway: the command line imports each command when it runs, and the
+# self-grading helper hands a notebook to the grader.
+EDGES_ALLOWED = {"bertcourse.cli", "bertcourse.selfgrade"}
+
+
+def folder_of(module: str) -> str:
+    """The wing a module lives in, or "top" for the top level of the package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) >= 2 and parts[1] in FOLDER_RULES else "top"
+
+
+def folder_violations(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """{module: the modules it imports against FOLDER_RULES}, for the modules that break a rule."""
+    wrong = {module: sorted(m for m in imported if folder_of(m) in FOLDER_RULES.get(folder_of(module), set()))
+             for module, imported in graph.items() if module not in EDGES_ALLOWED}
+    return {m: i for m, i in wrong.items() if i}
+
+
+def test_folder_rules_catch_an_upward_import():
+    assert folder_of("bertcourse.model") == "top"
+    assert folder_of("bertcourse.training.pretrain") == "training"
+    assert folder_of("bertcourse.grading.batch.lanes") == "grading"
+    planted = {"bertcourse.model": {"bertcourse.training.optim"},
+               "bertcourse.training.finetune": {"bertcourse.after_bert.runner", "bertcourse.model"},
+               "bertcourse.after_bert.runner": {"bertcourse.training.finetune"},
+               "bertcourse.cli": {"bertcourse.training.pretrain"}}
+    assert folder_violations(planted) == {"bertcourse.model": ["bertcourse.training.optim"],
+                                          "bertcourse.training.finetune": ["bertcourse.after_bert.runner"]}
+
+
+def test_each_folder_imports_only_downwards():
+    wrong = folder_violations(import_graph())
+    assert not wrong, f"imports against the folder rules (see README 'How the code is organised'): {wrong}"
+
+
+def test_readme_module_table_lists_every_module_once():
+    """The README's module table names each module of the top level, training/ and after_bert/ exactly once,
+    and the grading/ and authoring/ folders; nothing it names is missing from the tree."""
+    import re
+
+    readme = (PACKAGE_ROOT.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- module-table:", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`([\w/]+(?:\.py|/))`", "\n".join(line.split("|")[1] for line in table.splitlines()
+                                                              if line.startswith("| `")))
+    package = PACKAGE_ROOT / "bertcourse"
+    tree = [str(p.relative_to(package)) for p in package.glob("*.py") if p.name != "__init__.py"]
+    tree += [str(p.relative_to(package)) for wing in ("training", "after_bert")
+             for p in (package / wing).glob("*.py") if p.name != "__init__.py"]
+    tree += ["grading/", "authoring/"]
+    assert sorted(named) == sorted(set(named)), "a module is named twice in the README's table"
+    assert sorted(named) == sorted(tree), {"not in the table": sorted(set(tree) - set(named)),
+                                           "not in the tree": sorted(set(named) - set(tree))}

@@ -60,12 +60,12 @@ def test_environment_yml_python_is_one_the_project_supports():
 #   builders, `select_columns`) are older.
 # torch>=2.4: `torch.is_autocast_enabled(device_type)` and `torch.get_autocast_dtype(device_type)` (model.py)
 #   are new in 2.4 (pytorch/pytorch#124359; huggingface/transformers#43509 guards the call for torch<2.4),
-#   as is fused AdamW on the CPU (train.py).
+#   as is fused AdamW on the CPU (training/pretrain.py).
 # peft>=0.18.1: transformers 5.0 refuses older PEFT (huggingface/transformers#41889 sets its minimum to
 #   0.18.0, "older PEFT versions will not work anymore"), and 0.18.1 guards its import of `HybridCache`, a
 #   class transformers 5 removed, on the transformers version (huggingface/peft commit 41c07f0; vllm-project/
 #   vllm#30566 raises its floor to 0.18.1 for that reason). The course calls only `LoraConfig` and
-#   `inject_adapter_in_model` on its own modules (bertcourse.finetune), which are older.
+#   `inject_adapter_in_model` on its own modules (bertcourse.training.finetune), which are older.
 #
 # nbgrader>=0.9.5 (the JupyterLab 4 line), jupyterlab, matplotlib, pyyaml, tqdm and pytest keep the floors
 # they had: the course uses long-standing APIs of them, and they were not re-derived here.

@@ -29,10 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertcourse.masking import IGNORE_INDEX
 from bertcourse.model import init_linear_
-
-IGNORE_INDEX = -100  # the label the loss skips (PyTorch's cross_entropy default)
-
 
 # ----------------------------------------------------------------------------- sentence pairs
 

@@ -23,8 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcourse.config import ModelConfig
-
-IGNORE_INDEX = -100  # label of positions that do not enter the loss (PyTorch's cross_entropy default)
+from bertcourse.masking import IGNORE_INDEX  # the label of positions outside the loss
 
 
 def extended_attention_mask(
@@ -271,7 +270,7 @@ class GPT(_LanguageModel):
         labels: torch.Tensor | None = None,
     ) -> LMOutput:
         """`labels`: the token each position is trained to predict, -100 where none: the next token,
-        from `bertcourse.objectives.next_token_labels` (the one place the shift is written)."""
+        from `bertcourse.training.objectives.next_token_labels` (the one place the shift is written)."""
         return self.predict(self.encode(input_ids, attention_mask), labels)
 
 

@@ -29,9 +29,9 @@ def test_lesson_6_imports_its_code_and_reads_its_sizes_from_course_yml():
     for name in load_course(ROOT).profile("cpu").sizes(LESSON_ID):
         if name not in ("training_steps", "probe_rows", "heldout_pairs"):  # read by run_variant itself
             assert f'SIZES["{name}"]' in code, f"lesson 6 does not use course.yml's {name}"
-    for module in ("after_bert", "pair_shortcut", "distillation", "encoder_generation", "sentence_pairs",
+    for module in ("runner", "pair_shortcut", "distillation", "encoder_generation", "sentence_pairs",
                    "span_corruption", "replaced_tokens", "variants"):
-        assert f"from bertcourse.{module} import" in code, module
+        assert f"from bertcourse.after_bert.{module} import" in code, module
     for own_loop in ("optim.", ".backward()", "clip_grad_norm_", "lr_scheduler", "LogisticRegression(",
                      "def mask_predict", "def distillation_loss", "def nsp_pairs", "def t5_span_corrupt"):
         assert own_loop not in code, f"lesson 6 copies package code ({own_loop})"

@@ -1,0 +1,27 @@
+"""The lane runner behind `make test`: its lanes cover the suite once, and it reads pytest's closing line."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("run_in_lanes", ROOT / "tests" / "run_in_lanes.py")
+lanes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lanes)
+
+
+def test_counts_reads_the_closing_line():
+    log = "tests/a.py ....\n= 2 failed, 1040 passed, 1 skipped, 3 errors in 612.20s (0:10:12) =\n"
+    assert lanes.counts(log) == {"failed": 2, "passed": 1040, "skipped": 1, "error": 3}
+    assert lanes.counts("=== 5 passed in 1.00s ===") == {"passed": 5}
+    assert lanes.counts("tests/a.py ..F\nKilled\n") == {}
+
+
+def test_lanes_cover_every_test_folder_once():
+    """The grading lane's folders are exactly the ones the other lane ignores; every other folder of tests/
+    is in the second lane (it runs `tests` itself)."""
+    grading, rest = lanes.LANES.values()
+    assert rest[0] == "tests"
+    assert sorted(arg.removeprefix("--ignore=") for arg in rest[1:]) == sorted(grading)
+    assert all((ROOT / folder).is_dir() for folder in grading)
