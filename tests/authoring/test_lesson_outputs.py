@@ -12,6 +12,8 @@ from bertcourse.authoring.lesson_outputs import (
 )
 from bertcourse.cli import main
 
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
 
 def recorded(*sources):
     """A notebook as execute_notebook_outputs leaves it, without running a kernel."""
@@ -77,3 +79,17 @@ def test_an_unknown_lesson_is_refused_by_name(capsys):
 def test_an_unknown_profile_is_refused(profile, capsys):
     assert main(["execute-lessons", "--profile", profile]) == 2
     assert "unknown profile 'cpu_quick'" in capsys.readouterr().err
+
+
+def test_the_measured_table_is_kept_where_lesson_4_looks_for_it(tmp_path):
+    from bertcourse.authoring.lesson_outputs import keep_measured_table
+
+    assert keep_measured_table(tmp_path, "cpu") is None
+    made = tmp_path / "results" / "sst2-cpu" / "results.json"
+    made.parent.mkdir(parents=True)
+    made.write_text('{"format": "x"}')
+    kept = keep_measured_table(tmp_path, "cpu")
+    assert kept == tmp_path / "benchmarks" / "results" / "sst2-cpu" / "results.json"
+    assert kept.read_text() == '{"format": "x"}'
+    lesson = "".join(c.source for c in nbformat.read(ROOT / "lessons" / "04_finetuning.ipynb", as_version=4).cells)
+    assert '"benchmarks" / "results" / "sst2-cpu"' in lesson  # the place the lesson reads
