@@ -9,7 +9,7 @@ PROFILE ?= cpu-quick
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lab lint release validate readme setup-cells install clean
+.PHONY: demo test test-fast lab lint release validate readme setup-cells lesson-outputs install clean
 
 install: $(VENV)/.installed
 
@@ -67,6 +67,11 @@ readme: install
 setup-cells: install
 	$(BIN)/python -c 'from bertcourse.notebook import write_setup_cells; write_setup_cells()'
 	$(BIN)/bertcourse release
+
+# The lessons executed on the cpu profile, written back with their outputs and provenance (README, "Lesson
+# outputs"; hours from an empty runs/, minutes when it holds the pretrained models).
+lesson-outputs: install
+	$(BIN)/bertcourse execute-lessons --profile cpu
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

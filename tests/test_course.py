@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bertcourse.course import CourseError, load_course, parse_course
+from bertcourse.course import CourseError, load_course, parse_course, resolve_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = (ROOT / "course.yml").read_text()
@@ -182,7 +182,8 @@ def test_every_edge_resolves_the_profile_by_the_same_rule(no_profile_variable, t
             return grader.profile
 
     assert build_parser().parse_args(["pretrain"]).profile is None  # resolved by the command, not argparse
-    assert pick_profile() == "cpu-quick" == grader_profile()
+    assert resolve_profile(None, course) == "cpu-quick" == grader_profile()
+    assert pick_profile() == "cpu"  # a lesson, unconfigured on a laptop: results that teach (README)
     no_profile_variable.setenv("BERTCOURSE_PROFILE", "cpu")
     assert pick_profile() == "cpu" == grader_profile()
     assert grader_profile(profile="gpu") == "gpu"

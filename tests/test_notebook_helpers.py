@@ -18,12 +18,17 @@ def test_pick_profile_honours_the_variable_and_rejects_typos(monkeypatch, capsys
         pick_profile()
 
 
-def test_pick_profile_defaults_to_cpu_quick_without_cuda_and_takes_a_name(monkeypatch):
+def test_a_lesson_on_a_laptop_defaults_to_the_cpu_profile_and_takes_a_name(monkeypatch):
+    """Unconfigured, a lesson runs `cpu` (results that teach); commands and the grader stay on `cpu-quick`."""
     import torch
+
+    from bertcourse.course import resolve_profile
 
     monkeypatch.delenv("BERTCOURSE_PROFILE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert pick_profile() == "cpu-quick"
+    assert pick_profile() == "cpu"
+    assert resolve_profile() == "cpu-quick"  # `bertcourse pretrain` without --profile
+    assert resolve_profile(use_gpu=False, cpu_default="cpu") == "cpu-quick"  # grading never trains for long
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_profile() == "gpu"
     monkeypatch.setenv("BERTCOURSE_PROFILE", "cpu-quick")

@@ -121,6 +121,23 @@ def _add_validate(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_runs("bertcourse.authoring.validation", "validate_command"))
 
 
+def _add_execute_lessons(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "execute-lessons",
+        help="run the lesson notebooks on a profile and write their outputs, with provenance (instructors)",
+        description="Execute the lessons (default: all, in course.yml's order, later ones reusing what earlier "
+        "ones trained) with nbclient on the profile, and write each back with its outputs, the run's provenance "
+        "in the notebook metadata and a hash of every code cell's source (README, 'Lesson outputs'). A lesson "
+        "that fails is not written. --clear strips them back to no outputs instead.",
+    )
+    parser.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids or notebook paths (default: all)")
+    parser.add_argument("--profile", default="cpu", help="profile from course.yml (default: cpu)")
+    parser.add_argument("--data-dir", help="the local data folder (default: $BERTCOURSE_DATA, else the hub)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per cell (default: 1800)")
+    parser.add_argument("--clear", action="store_true", help="remove the outputs and their records instead")
+    parser.set_defaults(handler=_runs("bertcourse.authoring.lesson_outputs", "execute_lessons_command"))
+
+
 def _add_grade(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "grade",
@@ -238,6 +255,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_release,
     _add_autograde,
     _add_validate,
+    _add_execute_lessons,
     _add_grade,
     _add_pretrain,
     _add_finetune,

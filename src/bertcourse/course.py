@@ -25,6 +25,10 @@ MANIFEST_NAME = "course.yml"
 PROFILE_VARIABLE = "BERTCOURSE_PROFILE"
 QUICK_PROFILE = "cpu-quick"  # seconds-long runs: tests, CI, and every run that only checks that code works
 GPU_PROFILE = "gpu"
+# What a lesson notebook runs on a machine without a GPU when nothing is configured: results that teach,
+# about ten minutes of pretraining on a 2-core laptop (lesson 3), reused by lessons 4 and 6 (README,
+# "Running the notebooks"). Commands, tests, grading and CI keep QUICK_PROFILE.
+LESSON_CPU_PROFILE = "cpu"
 
 
 class CourseError(BertcourseError):
@@ -480,18 +484,20 @@ def load_course(root: str | Path | None = None, check_files: bool | None = None)
 # ----------------------------------------------------------------------------- choosing the profile
 
 
-def resolve_profile(name: str | None = None, course: Course | None = None, *, use_gpu: bool = True) -> str:
+def resolve_profile(name: str | None = None, course: Course | None = None, *, use_gpu: bool = True,
+                    cpu_default: str = QUICK_PROFILE) -> str:
     """The hardware profile to run with: the one rule for every command, notebook and the grader.
 
     `name` when given (a command's --profile), else $BERTCOURSE_PROFILE, else `gpu` where CUDA is
-    available, else `cpu-quick`. The grader and `bertcourse validate` pass `use_gpu=False`: they run
-    notebooks to grade or validate them, not to train, so they take the quick profile on any machine. The result is
-    checked against course.yml, so that a typo fails at once with the profiles there are.
+    available, else `cpu_default`: `cpu-quick` for commands, `cpu` for lesson notebooks (`pick_profile`).
+    The grader and `bertcourse validate` pass `use_gpu=False`: they run notebooks to grade or validate them,
+    not to train, so they take the quick profile on any machine. The result is checked against course.yml,
+    so that a typo fails at once with the profiles there are.
     """
     course = course or load_course()
     chosen = name or os.environ.get(PROFILE_VARIABLE)
     if not chosen:
-        chosen = GPU_PROFILE if use_gpu and _cuda_available() else QUICK_PROFILE
+        chosen = GPU_PROFILE if use_gpu and _cuda_available() else (cpu_default if use_gpu else QUICK_PROFILE)
     return course.profile(chosen).name
 
 

@@ -9,19 +9,22 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bertcourse.course import resolve_profile
+from bertcourse.course import LESSON_CPU_PROFILE, QUICK_PROFILE, resolve_profile
 
 
 def pick_profile(name: str | None = None) -> str:
-    """The hardware profile a notebook runs with, by the rule of every command (`course.resolve_profile`).
+    """The hardware profile a lesson runs with, by the rule of every command (`course.resolve_profile`).
 
-    `name` if given, else $BERTCOURSE_PROFILE (CI sets it to `cpu-quick`; `cpu` gives a laptop's
-    ten-minute runs), else `gpu` where CUDA is available (Colab), else `cpu-quick`. The name is checked
-    against course.yml so a typo fails at the top of the notebook rather than half-way through a
-    training run.
+    `name` if given, else $BERTCOURSE_PROFILE (CI and the tests set `cpu-quick`), else `gpu` where CUDA is
+    available (Colab), else `cpu`: a student who opens a lesson on a laptop without configuring anything
+    gets runs whose results mean something (lesson 3 pretrains once, ~10 minutes on 2 cores; lessons 4
+    and 6 reuse it), not `cpu-quick`'s seconds-long runs that only show the code works. Commands keep
+    `cpu-quick` as their default. The name is checked against course.yml so a typo fails at the top of
+    the notebook rather than half-way through a training run.
     """
-    chosen = resolve_profile(name)
-    print(f"bertcourse profile: {chosen}")
+    chosen = resolve_profile(name, cpu_default=LESSON_CPU_PROFILE)
+    print(f"bertcourse profile: {chosen}" + ("" if chosen != QUICK_PROFILE else
+          " (seconds-long runs that check the code, not results: the committed outputs are the cpu profile's)"))
     return chosen
 
 
