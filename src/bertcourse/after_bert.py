@@ -55,6 +55,7 @@ from bertcourse.objectives import MaskedLM, Objective
 from bertcourse.optim import adamw, lr_factor
 from bertcourse.packing import PackedData, batch_indices, pack_sentences, tokenize, tokenize_prefix
 from bertcourse.pretrain_eval import evaluate
+from bertcourse.run_folders import run_folder, runs_dir
 from bertcourse.sentence_objectives import (
     BertWithPairHead,
     PairData,
@@ -332,8 +333,8 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
                 "tokenizer": hashlib.sha256(shared.tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
                 "matched_compute": matched, **({"sampler": "inverse-cdf"} if variant == "electra" else {})}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-    out_dir = Path(out_root) if out_root else shared.course.root / "runs" / "after-bert"
-    out_dir = out_dir / f"{variant}-{shared.profile}-{key}"
+    out_dir = run_folder(variant, shared.profile, tag=key,
+                         runs=Path(out_root) if out_root else runs_dir(shared.course) / "after-bert")
     finished = read_result(out_dir, key)
     if finished is not None:
         return finished

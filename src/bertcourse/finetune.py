@@ -61,6 +61,7 @@ from bertcourse.masking import pad_batch
 from bertcourse.model import build_model
 from bertcourse.optim import adamw, linear_schedule
 from bertcourse.packing import tokenize_sentences
+from bertcourse.run_folders import finetuning_folder, pretraining_folder
 from bertcourse.tokenizer import load_tokenizer
 
 FINETUNE_FORMAT = "bertcourse-finetune-1"
@@ -143,13 +144,14 @@ def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | No
 
 
 def default_out_dir(options: FinetuneOptions, profile: str) -> Path:
-    """`runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN`: one folder per setting, so a rerun finds its run."""
-    return Path(f"runs/finetune-{options.arch}-{options.regime}-{options.init}-{profile}-seed{options.seed}")
+    """`RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN` (`run_folders`): one folder per setting, so a rerun
+    finds its run."""
+    return finetuning_folder(options.arch, options.regime, options.init, profile, options.seed)
 
 
 def default_pretrained(arch: str, profile: str) -> Path:
     """The checkpoint `bertcourse pretrain --arch ARCH --profile PROFILE` writes by default."""
-    return Path(f"runs/pretrain-{arch}-{profile}") / CHECKPOINT_NAME
+    return pretraining_folder(arch, profile) / CHECKPOINT_NAME
 
 
 @functools.lru_cache(maxsize=2)

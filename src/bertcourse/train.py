@@ -22,7 +22,6 @@ This module and the command are where course.yml's profile is read; the modules 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sys
 import time
@@ -44,7 +43,7 @@ from bertcourse.checkpoint import (
     tokenizer_from_json,
 )
 from bertcourse.config import ARCHITECTURES, ModelConfig
-from bertcourse.course import Course, load_course, resolve_profile
+from bertcourse.course import load_course, resolve_profile
 from bertcourse.data import load_corpus
 from bertcourse.devices import autocast_dtype, pick_device, precision_name
 from bertcourse.distributed import Processes, is_main_process, rank_seed
@@ -55,6 +54,8 @@ from bertcourse.optim import adamw, lr_factor
 from bertcourse.packing import PackedData, batch_indices, pack_sentences, tokenize, tokenize_prefix, tokenize_sentences
 from bertcourse.plotting import plot_history
 from bertcourse.pretrain_eval import evaluate, unigram_baseline
+from bertcourse.run_folders import pretraining_folder
+from bertcourse.run_folders import settings_folder as run_folder
 from bertcourse.tokenizer import load_tokenizer
 
 
@@ -131,17 +132,6 @@ def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_step
         "precision": options.precision,
         "world_size": world_size,  # each process masks with its own generator: resumed on as many
     }
-
-
-def run_folder(name: str, profile: str, corpus: Any, course: Course | None = None) -> Path:
-    """`runs/NAME-PROFILE-DIGEST`, the digest covering the profile's settings and the corpus.
-
-    A notebook that reruns finds its own checkpoint and resumes; after a course update changes the
-    profile (or with other data) it starts in a new folder instead of being refused by the resume check.
-    """
-    course = course or load_course()
-    digest = hashlib.sha256(f"{course.profile(profile)!r}\n{corpus.fingerprint()}".encode()).hexdigest()[:12]
-    return course.root / "runs" / f"{name}-{profile}-{digest}"
 
 
 def _pack(tokenizer: Any, sentences: list[str], max_seq_len: int, objective: Objective,
@@ -361,8 +351,7 @@ def pretrain_command(args: Any) -> int:
     """`bertcourse pretrain`: run (or resume) pretraining and print where the results went."""
     objective_type = objective_class(args.arch, whole_word=args.whole_word)  # gpt + --whole-word: refused here
     profile = resolve_profile(args.profile)
-    masking = "-whole-word" if args.whole_word else ""
-    out = args.out or f"runs/pretrain-{args.arch}{masking}-{profile}"
+    out = args.out or pretraining_folder(args.arch, profile, whole_word=args.whole_word)
     options = PretrainOptions(
         arch=args.arch,
         profile=profile,
@@ -413,7 +402,7 @@ __all__ = [  # the loop's own names, and the pieces' names that scripts and less
     "load_checkpoint",
     "load_pretrained",
     "save_checkpoint",
-    "run_folder",
+    "run_folder",  # run_folders.settings_folder, the name lessons imported it by
     "plot_history",
     "lr_factor",
     "write_report",
