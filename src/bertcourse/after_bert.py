@@ -66,7 +66,7 @@ from bertcourse.sentence_objectives import (
     with_unlabelled,
 )
 from bertcourse.sentence_pairs import documents_from_lines
-from bertcourse.tokenizer import load_tokenizer
+from bertcourse.tokenizer import profile_tokenizer
 from bertcourse.variants import VariantSpec, build_variant
 
 LESSON_ID = "lesson06-after-bert"
@@ -223,13 +223,14 @@ class CourseData:
 
 @functools.lru_cache(maxsize=2)
 def course_data(profile: str | None = None) -> CourseData:
-    """The shared data of `profile` (resolve_profile's rule), loaded once per process."""
+    """The shared data of `profile` (resolve_profile's rule), loaded once per process: the profile's corpus and
+    its one tokenizer (`profile_tokenizer`), the ones its pretrained BERT (`ensure_pretrained`, lesson 3) was
+    trained with, so the teacher and generator of lesson 6 read the same ids as its runs."""
     course = load_course()
     profile = resolve_profile(profile, course)
-    spec = course.profile(profile)
-    corpus = load_corpus(course)
-    tokenizer = load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=False)
-    config = spec.model.for_arch("bert", vocab_size=len(tokenizer))
+    corpus = load_corpus(course, profile=profile)
+    tokenizer = profile_tokenizer(profile, course, corpus, progress=False)
+    config = course.profile(profile).model.for_arch("bert", vocab_size=len(tokenizer))
     ids = tokenize(tokenizer, corpus.heldout).ids
     heldout = MaskedLM(tokenizer, course.masking).heldout_batches(
         pack_sentences(ids, config.max_seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id))

@@ -62,7 +62,7 @@ from bertcourse.model import build_model
 from bertcourse.optim import adamw, linear_schedule
 from bertcourse.packing import tokenize_sentences
 from bertcourse.run_folders import finetuning_folder, pretraining_folder
-from bertcourse.tokenizer import load_tokenizer
+from bertcourse.tokenizer import profile_tokenizer
 
 FINETUNE_FORMAT = "bertcourse-finetune-1"
 MODEL_NAME = "model.pt"
@@ -183,8 +183,8 @@ def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, sourc
                             f"--profile {profile}` first (or pass --pretrained PATH, or --init scratch)")
     course = load_course()  # scratch without a checkpoint: the profile's model and tokenizer (of its corpus)
     spec = course.profile(profile)
-    tokenizer = load_tokenizer(load_corpus(course, data_dir=data_dir, source=source, profile=profile), spec.vocab_size,
-                               spec.model.max_seq_len, progress=options.progress)
+    corpus = load_corpus(course, data_dir=data_dir, source=source, profile=profile)
+    tokenizer = profile_tokenizer(profile, course, corpus, progress=options.progress)
     config = spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
     return config, tokenizer, {"state": None, "described": None}
 

@@ -18,7 +18,7 @@ import os
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tqdm.auto import tqdm
@@ -187,3 +187,21 @@ def load_tokenizer(corpus: CorpusLike, vocab_size: int, model_max_length: int = 
     except OSError:  # another process finished first; its vocabulary is the same one
         shutil.rmtree(staging, ignore_errors=True)
     return PreTrainedTokenizerFast.from_pretrained(str(folder))
+
+
+def profile_tokenizer(profile: str, course: Any = None, corpus: CorpusLike | None = None,
+                      progress: bool = True) -> PreTrainedTokenizerFast:
+    """The one tokenizer of a course.yml profile: trained on that profile's corpus (`load_corpus(profile=)`,
+    or `corpus` when the caller has loaded it already) with its vocab_size and max_seq_len.
+
+    Every model of a profile reads ids of this tokenizer: its pretraining (`train.pretrain`), the scratch
+    models of fine-tuning, lesson 6's runs and the teacher they are compared with. Two tokenizers of one
+    profile (the gpu profile's corpus adds WikiText-103) give the same piece different ids.
+    """
+    from bertcourse.course import load_course
+    from bertcourse.data import load_corpus
+
+    course = course or load_course()
+    spec = course.profile(profile)
+    corpus = corpus if corpus is not None else load_corpus(course, profile=profile)
+    return load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=progress)

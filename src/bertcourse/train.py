@@ -56,7 +56,7 @@ from bertcourse.plotting import plot_history
 from bertcourse.pretrain_eval import evaluate, unigram_baseline
 from bertcourse.run_folders import pretraining_folder
 from bertcourse.run_folders import settings_folder as run_folder
-from bertcourse.tokenizer import load_tokenizer
+from bertcourse.tokenizer import profile_tokenizer
 
 
 @dataclass
@@ -190,7 +190,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     if corpus is None:
         corpus = load_corpus(course, data_dir=options.data_dir, source=options.source, profile=options.profile)
     if tokenizer is None:
-        tokenizer = load_tokenizer(corpus, profile.vocab_size, profile.model.max_seq_len)
+        tokenizer = profile_tokenizer(options.profile, course, corpus)
     config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
     settings = _settings(options, config, spec, max_steps, processes.world_size)
     if saved is not None:
