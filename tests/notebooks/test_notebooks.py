@@ -56,10 +56,11 @@ def test_first_code_cell_starts_with_the_generated_colab_setup(path):
 
 
 # Runs in a fresh interpreter standing in for a Colab kernel: the checkout's own (editable) copy of the
-# course (and any other source folder holding it) is taken off sys.path, `site_dir` plays Colab's site-packages (searched from the start, empty of
-# the course), and the cell runs through IPython itself. It runs the cell once per entry of `runs` (a JSON
-# list of environment changes made before that run, as a student fixing things between two runs), and
-# prints one JSON line per run: the error the cell raised, if any, and whether BERTCOURSE_ROOT was set.
+# course (and any other source folder holding it) is taken off sys.path, `site_dir` plays Colab's
+# site-packages (searched from the start, empty of the course), and the cell runs through IPython itself.
+# It runs the cell once per entry of `runs` (a JSON list of environment changes made before that run, as a
+# student fixing things between two runs), and prints one JSON line per run: the error the cell raised, if
+# any, and whether BERTCOURSE_ROOT was set.
 _COLAB_KERNEL = """
 import importlib.util, json, os, sys, types
 checkout_src, site_dir, cell, runs = sys.argv[1:5]
