@@ -23,16 +23,11 @@ $(VENV)/.installed: pyproject.toml
 # The course's main job on its defaults: data and tokenizer, pretraining the tiny BERT and its
 # parameter-matched GPT (PROFILE=cpu on a 2-core laptop: ~10 minutes for the BERT, ~25 for the GPT,
 # whose next-token head runs at every position), then the headline experiment: both fine-tuned on SST-2
-# in every regime, written to results/sst2-$(PROFILE)/ (cpu-quick: ~2 minutes in all). Rerunnable: a
-# finished pretraining is reused, a killed one resumed, and compare reuses every finished fine-tuning run.
+# in every regime, written to results/sst2-$(PROFILE)/ (cpu-quick: ~2 minutes in all). Rerunnable: compare
+# reuses a finished pretraining (the folder `bertcourse.run_folders.pretraining_folder` names, lesson 3's
+# too), resumes a killed one, and reuses every finished fine-tuning run.
 demo: install
 	$(BIN)/bertcourse data --profile $(PROFILE)
-	@for arch in bert gpt; do \
-	  run=runs/pretrain-$$arch-$(PROFILE); \
-	  if [ -f $$run/metrics.json ]; then echo "$$run: finished earlier, reused"; \
-	  elif [ -f $$run/checkpoint.pt ]; then $(BIN)/bertcourse pretrain --arch $$arch --profile $(PROFILE) --resume || exit 1; \
-	  else $(BIN)/bertcourse pretrain --arch $$arch --profile $(PROFILE) || exit 1; fi; \
-	done
 	$(BIN)/bertcourse compare --profile $(PROFILE)
 
 # Two lanes side by side, one per core (tests/run_in_lanes.py says why): the grading lane and the rest.

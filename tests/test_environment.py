@@ -170,3 +170,27 @@ def test_make_lab_gives_the_kernel_the_course_commands(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage: bertcourse" in done.stdout, f"`!bertcourse --help` in a `make lab` kernel said:\n{done.stdout}"
+
+
+# Colab runs its kernel on IPython 7.34 and traitlets 5.7 and never upgrades them itself; a student dependency
+# that asks for more makes the set-up cell's pip replace them under the running kernel (conflict errors, and
+# a kernel that may not start again after a restart). The set-up cell also pins them (COLAB_KEEP), so such a
+# floor would make the install fail instead: either way it must not be asked for.
+COLAB_PINNED = {"ipython": "7.34.0", "traitlets": "5.7.1", "ipykernel": "6.17.1", "jupyter-client": "6.1.12"}
+
+
+def test_the_students_dependencies_leave_colabs_kernel_packages_alone():
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for line in project["dependencies"]:
+        requirement = Requirement(line)
+        if requirement.name in COLAB_PINNED:
+            assert requirement.specifier.contains(COLAB_PINNED[requirement.name]), (
+                f"{line} excludes Colab's {requirement.name} {COLAB_PINNED[requirement.name]}")
+
+
+def test_the_setup_cell_pins_the_kernels_packages():
+    from bertcourse.notebook import COLAB_KEEP
+
+    assert {"torch", *COLAB_PINNED} <= set(COLAB_KEEP)

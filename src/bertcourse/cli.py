@@ -174,8 +174,9 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_common_data_arguments(parser)
     parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="model to train (default: bert)")
-    parser.add_argument("--out", help="output folder (default: runs/pretrain-ARCH-PROFILE, "
-                        "runs/pretrain-bert-whole-word-PROFILE with --whole-word)")
+    parser.add_argument("--out", help="output folder (default: RUNS/pretrain-ARCH-PROFILE, "
+                        "RUNS/pretrain-bert-whole-word-PROFILE with --whole-word; RUNS is $BERTCOURSE_RUNS, "
+                        "else runs/ in the course folder)")
     parser.add_argument("--whole-word", action="store_true",
                         help="BERT only: mask whole words (all pieces of a word together), not single tokens")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
@@ -204,8 +205,8 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
                         help="start from the pretraining checkpoint or from random weights (default: pretrained)")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"],
                         help="sentence vector: [CLS], last real token, mean (default: cls for bert, last for gpt)")
-    parser.add_argument("--pretrained", help="pretraining checkpoint (default: runs/pretrain-ARCH-PROFILE)")
-    parser.add_argument("--out", help="output folder (default: runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN)")
+    parser.add_argument("--pretrained", help="pretraining checkpoint (default: RUNS/pretrain-ARCH-PROFILE)")
+    parser.add_argument("--out", help="output folder (default: RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--max-steps", type=int, help="stop after this many steps (a quick try)")
     _add_training_arguments(parser)
@@ -225,8 +226,8 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     _add_common_data_arguments(parser)
     parser.add_argument("--seeds", type=int, help="seeds per row (default: the profile's finetune.seeds)")
     parser.add_argument("--out", help="report folder (default: results/sst2-PROFILE)")
-    parser.add_argument("--runs-dir", default="runs",
-                        help="folder of the pretraining and fine-tuning runs (default: runs)")
+    parser.add_argument("--runs-dir", help="folder of the pretraining and fine-tuning runs (default: "
+                        "$BERTCOURSE_RUNS, else runs/ in the course folder)")
     _add_training_arguments(parser)
     parser.set_defaults(handler=_runs("bertcourse.training.compare", "compare_command"))
 

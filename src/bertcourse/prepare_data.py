@@ -1,6 +1,7 @@
 """`bertcourse data`: prepare the data and the tokenizer, and print what a student should know of them.
 
-(The module is named for what the command prints, statistics of the data; `data.py` loads the data.)
+`profile_tokenizer` is the one tokenizer of a profile, which every command of the profile trains with;
+`data.py` loads the data and `tokenizer.py` trains a tokenizer on any corpus (neither reads course.yml).
 """
 
 from __future__ import annotations
@@ -8,14 +9,29 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from bertcourse.course import load_course, resolve_profile
+from bertcourse.course import Course, load_course, resolve_profile
 from bertcourse.data import column, load_corpus, load_sst2
-from bertcourse.tokenizer import load_tokenizer
+from bertcourse.tokenizer import CorpusLike, load_tokenizer
 
 STATS_SAMPLE = 10_000  # token statistics on an evenly spaced sample: exact enough, and seconds not minutes
 
+
+
+def profile_tokenizer(profile: str, course: Course | None = None, corpus: CorpusLike | None = None,
+                      progress: bool = True) -> PreTrainedTokenizerFast:
+    """The one tokenizer of a course.yml profile: trained on that profile's corpus (`load_corpus(profile=)`,
+    or `corpus` when the caller has loaded it already) with its vocab_size and max_seq_len.
+
+    Every model of a profile reads ids of this tokenizer: its pretraining (`training.pretrain`), the scratch
+    models of fine-tuning, lesson 6's runs and the teacher they are compared with. Two tokenizers of one
+    profile (the gpu profile's corpus adds WikiText-103) give the same piece different ids.
+    """
+    course = course or load_course()
+    spec = course.profile(profile)
+    corpus = corpus if corpus is not None else load_corpus(course, profile=profile)
+    return load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=progress)
 
 def sample(sentences: list[str], size: int = STATS_SAMPLE) -> list[str]:
     """At most `size` sentences, evenly spaced (the same ones on every run, unlike a random sample)."""
@@ -41,7 +57,7 @@ def data_command(args: argparse.Namespace) -> int:
     if args.tokenizer:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     else:
-        tokenizer = load_tokenizer(corpus, profile.vocab_size, profile.model.max_seq_len)
+        tokenizer = profile_tokenizer(profile.name, course, corpus)  # the one every command of the profile uses
 
     print(f"\nSST-2 ({course.datasets['sst2'].description})")
     for split, dataset in splits.items():

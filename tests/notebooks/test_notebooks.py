@@ -87,27 +87,38 @@ def test_first_cell_opens_this_notebook_in_colab_and_the_next_installs_the_cours
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_first_code_cell_starts_with_the_generated_colab_setup(path):
     first_code = "".join(next(c for c in _cells(path) if c["cell_type"] == "code")["source"])
-    block = setup_cell_source()
+    block = setup_cell_source(drive=path.startswith("lessons/"))  # lessons offer Google Drive for their runs
     assert first_code == block or first_code.startswith(block + "\n\n"), (
         f"{path}: the Colab set-up is not the one generated from course.yml: run `make setup-cells`"
     )
 
 
 # Runs in a fresh interpreter standing in for a Colab kernel: the checkout's own (editable) copy of the
-# course is taken off sys.path, `site_dir` plays Colab's site-packages (searched from the start, empty of
-# the course), and the cell runs through IPython itself, so `!git` and `%pip` are the real magics.
+# course (and any other source folder holding it) is taken off sys.path, `site_dir` plays Colab's
+# site-packages (searched from the start, empty of the course), and the cell runs through IPython itself.
+# It runs the cell once per entry of `runs` (a JSON list of environment changes made before that run, as a
+# student fixing things between two runs), and prints one JSON line per run: the error the cell raised, if
+# any, and whether BERTCOURSE_ROOT was set.
 _COLAB_KERNEL = """
 import importlib.util, json, os, sys, types
-checkout_src, site_dir, cell = sys.argv[1:4]
-sys.path[:] = [p for p in sys.path if os.path.realpath(p) != os.path.realpath(checkout_src)]
+checkout_src, site_dir, cell, runs = sys.argv[1:5]
+editable = [p for p in sys.path if os.path.isfile(os.path.join(p or ".", "bertcourse", "__init__.py"))]
+sys.path[:] = [p for p in sys.path if p not in editable and os.path.realpath(p) != os.path.realpath(checkout_src)]
 sys.path.append(site_dir)
 assert importlib.util.find_spec("bertcourse") is None, "the course is importable before the cell ran"
 sys.modules["google.colab"] = types.ModuleType("google.colab")
 from IPython.core.interactiveshell import InteractiveShell
-InteractiveShell.instance().run_cell(open(cell).read()).raise_error()
-import bertcourse
-from bertcourse.course import find_root
-print(json.dumps({"module": bertcourse.__file__, "root": str(find_root())}))
+shell = InteractiveShell.instance()
+for change in json.loads(runs):
+    os.environ.update(change)
+    result = shell.run_cell(open(cell).read())
+    error = result.error_before_exec or result.error_in_exec
+    print(json.dumps({"error": None if error is None else f"{type(error).__name__}: {error}",
+                      "root": os.environ.get("BERTCOURSE_ROOT")}))
+if os.environ.get("BERTCOURSE_ROOT"):
+    import bertcourse
+    from bertcourse.course import find_root
+    print(json.dumps({"module": bertcourse.__file__, "root": str(find_root())}))
 """
 
 
@@ -123,37 +134,98 @@ def _fake_github_repository(folder: Path, branch: str) -> Path:
     return folder
 
 
+class _Colab:
+    """A Colab runtime stood in for: git clones from a local folder instead of GitHub (`origin`), pip installs
+    offline into `site_dir` (`pip_config`), the cell is the generated one with the clone under `tmp_path`."""
+
+    def __init__(self, tmp_path: Path):
+        self.info = load_course(ROOT).course
+        self.tmp_path = tmp_path
+        self.clone = tmp_path / "content" / "bertcourse"
+        self.clone.parent.mkdir()
+        prefix = tmp_path / "site"
+        self.site_dir = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        self.site_dir.mkdir(parents=True)
+        self.cell = tmp_path / "cell.py"
+        self.cell.write_text(setup_cell_source(clone_dir=str(self.clone)))
+        # Offline and quick: no index, no dependencies (they are installed here), no isolated build env.
+        # ignore-installed: without it, pip would first uninstall this checkout's own (editable) install.
+        self.pip_config = tmp_path / "pip.conf"
+        self.pip_config.write_text(f"[global]\nno-index = true\ndisable-pip-version-check = true\n"
+                                   f"[install]\nno-deps = true\nprefix = {prefix}\nno-build-isolation = false\n"
+                                   "ignore-installed = true\n")
+        # Dependencies asked for with no index to find them in: how a pip that cannot install fails
+        self.failing_pip_config = tmp_path / "failing-pip.conf"
+        self.failing_pip_config.write_text(f"[global]\nno-index = true\ndisable-pip-version-check = true\n"
+                                           f"[install]\nprefix = {prefix}\nignore-installed = true\n")
+
+    def origin(self, folder: Path) -> dict[str, str]:
+        """The environment that makes `git clone https://github.com/REPOSITORY` clone `folder` instead."""
+        return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{folder.as_uri()}.insteadOf",
+                "GIT_CONFIG_VALUE_0": f"https://github.com/{self.info.repository}"}
+
+    def run(self, first: dict[str, str], *changes: dict[str, str]) -> tuple[list[dict], dict | None]:
+        """Run the cell with the environment `first`, then once more after each of `changes`; returns each
+        run's {"error", "root"} and, when the course ended up installed, where it was imported from."""
+        env = {key: value for key, value in os.environ.items() if key not in ("BERTCOURSE_ROOT", "PYTHONPATH")}
+        env.update(first)
+        done = subprocess.run([sys.executable, "-c", _COLAB_KERNEL, str(ROOT / "src"), str(self.site_dir),
+                               str(self.cell), json.dumps([{}, *changes])],
+                              cwd=self.tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"the kernel failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        runs = [line for line in lines if "error" in line]
+        imported = next((line for line in lines if "module" in line), None)
+        return runs, imported
+
+
 def test_colab_setup_cell_makes_the_course_importable_in_the_same_kernel(tmp_path):
     """The generated cell, run as in Colab (git and pip redirected to local copies, offline), leaves
     `import bertcourse` working in the same process, from site-packages, with BERTCOURSE_ROOT at the clone."""
-    info = load_course(ROOT).course
-    origin = _fake_github_repository(tmp_path / "github", info.branch)
-    clone = tmp_path / "content" / "bertcourse"
-    clone.parent.mkdir()
-    prefix = tmp_path / "site"
-    site_dir = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    site_dir.mkdir(parents=True)
-    cell = tmp_path / "cell.py"
-    cell.write_text(setup_cell_source(clone_dir=str(clone)))
-    pip_config = tmp_path / "pip.conf"
-    # Offline and quick: no index, no dependencies (they are installed here), no isolated build env.
-    # ignore-installed: without it, pip would first uninstall this checkout's own (editable) install.
-    pip_config.write_text(f"[global]\nno-index = true\ndisable-pip-version-check = true\n"
-                          f"[install]\nno-deps = true\nprefix = {prefix}\nno-build-isolation = false\n"
-                          "ignore-installed = true\n")
-    env = {key: value for key, value in os.environ.items() if key not in ("BERTCOURSE_ROOT", "PYTHONPATH")}
-    env.update(PIP_CONFIG_FILE=str(pip_config), GIT_CONFIG_COUNT="1",
-               GIT_CONFIG_KEY_0=f"url.{origin.as_uri()}.insteadOf",
-               GIT_CONFIG_VALUE_0=f"https://github.com/{info.repository}")
-    done = subprocess.run([sys.executable, "-c", _COLAB_KERNEL, str(ROOT / "src"), str(site_dir), str(cell)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"the cell failed in a fresh kernel:\n{done.stdout}\n{done.stderr[-3000:]}"
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert Path(seen["module"]).is_relative_to(site_dir), f"imported from {seen['module']}, not site-packages"
-    assert Path(seen["root"]) == clone and (clone / "course.yml").is_file()
-    assert not list(site_dir.glob("__editable__*")), "an editable install needs a restart to be importable"
-    keep = (clone.parent / "bertcourse-keep-torch.txt").read_text()
-    assert keep == f"torch=={importlib.metadata.version('torch')}\n", "Colab's torch must be pinned for pip"
+    colab = _Colab(tmp_path)
+    origin = _fake_github_repository(tmp_path / "github", colab.info.branch)
+    runs, seen = colab.run({"PIP_CONFIG_FILE": str(colab.pip_config), **colab.origin(origin)})
+    assert runs == [{"error": None, "root": str(colab.clone)}]
+    assert Path(seen["module"]).is_relative_to(colab.site_dir), f"imported from {seen['module']}, not site-packages"
+    assert Path(seen["root"]) == colab.clone and (colab.clone / "course.yml").is_file()
+    assert not list(colab.site_dir.glob("__editable__*")), "an editable install needs a restart to be importable"
+    pins = (colab.clone.parent / "bertcourse-constraints.txt").read_text().split()
+    assert f"torch=={importlib.metadata.version('torch')}" in pins, "Colab's torch must be pinned for pip"
+    assert f"ipython=={importlib.metadata.version('ipython')}" in pins, "the kernel's IPython must stay as it is"
+    assert f"traitlets=={importlib.metadata.version('traitlets')}" in pins
+
+
+def test_a_failed_clone_stops_the_cell_says_what_to_change_and_a_rerun_retries(tmp_path):
+    colab = _Colab(tmp_path)
+    missing = tmp_path / "no-such-repository"  # what git meets when course.yml names a repository not on GitHub
+    origin = _fake_github_repository(tmp_path / "github", colab.info.branch)
+    runs, seen = colab.run({"PIP_CONFIG_FILE": str(colab.pip_config), **colab.origin(missing)},
+                           colab.origin(origin))  # the student fixes the address and runs the cell again
+    failed, retried = runs
+    assert failed["root"] is None, "a failed clone must not mark the course as installed"
+    message = failed["error"]
+    assert message.startswith("RuntimeError: `git clone"), message
+    assert str(missing) in message or "does not exist" in message, "the cell must show git's own output"
+    for told in (f"https://github.com/{colab.info.repository}", f"branch {colab.info.branch}", "course.yml",
+                 "`repository`", "Run this cell again"):
+        assert told in message, f"the error does not say {told!r}:\n{message}"
+    assert retried == {"error": None, "root": str(colab.clone)}, "running the cell again must retry the clone"
+    assert seen is not None and Path(seen["module"]).is_relative_to(colab.site_dir)
+
+
+def test_a_failed_pip_install_stops_the_cell_with_pips_output_and_a_rerun_retries(tmp_path):
+    colab = _Colab(tmp_path)
+    origin = _fake_github_repository(tmp_path / "github", colab.info.branch)
+    runs, seen = colab.run({"PIP_CONFIG_FILE": str(colab.failing_pip_config), **colab.origin(origin)},
+                           {"PIP_CONFIG_FILE": str(colab.pip_config)})  # the network is back: run it again
+    failed, retried = runs
+    assert failed["root"] is None, "a failed install must not mark the course as installed"
+    message = failed["error"]
+    assert message.startswith(f"RuntimeError: `{sys.executable} -m pip install"), message
+    assert "No matching distribution found" in message, f"the cell must show pip's own output:\n{message}"
+    assert f"pip could not install the course from {colab.clone}" in message and "Run this cell again" in message
+    assert retried == {"error": None, "root": str(colab.clone)}, "running the cell again must retry the install"
+    assert seen is not None and Path(seen["module"]).is_relative_to(colab.site_dir)
 
 
 def test_every_lesson_notebook_is_in_the_manifest():

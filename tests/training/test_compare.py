@@ -113,13 +113,14 @@ def test_holm_adjusts_step_down_and_keeps_the_order():
 
 
 def test_run_folders_are_named_as_bertcourse_finetune_names_them():
+    from bertcourse.run_folders import runs_dir
     from bertcourse.training.finetune import FinetuneOptions, default_out_dir
 
     plan = C.run_plan(2)
     assert len(plan) == 2 * 3 * 2 * 2 and len(set(plan)) == len(plan)
     for run in plan:
         options = FinetuneOptions(arch=run.arch, regime=run.regime, init=run.init, seed=run.seed)
-        assert run.folder(Path("runs"), PROFILE) == default_out_dir(options, PROFILE)
+        assert run.folder(runs_dir(), PROFILE) == default_out_dir(options, PROFILE)
 
 
 def test_pretraining_cost_counts_the_body_at_every_token_and_the_head_where_it_runs(tmp_path):

@@ -236,7 +236,7 @@ def test_run_folder_follows_the_profile_settings_and_the_corpus(tmp_path):
     import dataclasses
 
     from bertcourse.course import load_course
-    from bertcourse.training.pretrain import run_folder
+    from bertcourse.run_folders import run_folder
 
     course = load_course()
     corpus = Corpus(["one sentence", "another one"], ["held out"], "test")

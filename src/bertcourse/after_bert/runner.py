@@ -59,7 +59,8 @@ from bertcourse.course import load_course, resolve_profile
 from bertcourse.data import load_corpus, wikitext_lines
 from bertcourse.errors import BertcourseError
 from bertcourse.model import BertForMLM, build_model, count_parameters
-from bertcourse.tokenizer import load_tokenizer
+from bertcourse.prepare_data import profile_tokenizer
+from bertcourse.run_folders import run_folder, runs_dir
 from bertcourse.training.devices import autocast_dtype, pick_device, precision_name
 from bertcourse.training.finetune import SST2Rows, encode_sst2, pooled_features, scores
 from bertcourse.training.flops import step_flops
@@ -222,13 +223,14 @@ class CourseData:
 
 @functools.lru_cache(maxsize=2)
 def course_data(profile: str | None = None) -> CourseData:
-    """The shared data of `profile` (resolve_profile's rule), loaded once per process."""
+    """The shared data of `profile` (resolve_profile's rule), loaded once per process: the profile's corpus and
+    its one tokenizer (`profile_tokenizer`), the ones its pretrained BERT (`ensure_pretrained`, lesson 3) was
+    trained with, so the teacher and generator of lesson 6 read the same ids as its runs."""
     course = load_course()
     profile = resolve_profile(profile, course)
-    spec = course.profile(profile)
-    corpus = load_corpus(course)
-    tokenizer = load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=False)
-    config = spec.model.for_arch("bert", vocab_size=len(tokenizer))
+    corpus = load_corpus(course, profile=profile)
+    tokenizer = profile_tokenizer(profile, course, corpus, progress=False)
+    config = course.profile(profile).model.for_arch("bert", vocab_size=len(tokenizer))
     ids = tokenize(tokenizer, corpus.heldout).ids
     heldout = MaskedLM(tokenizer, course.masking).heldout_batches(
         pack_sentences(ids, config.max_seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id))
@@ -332,8 +334,8 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
                 "tokenizer": hashlib.sha256(shared.tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
                 "matched_compute": matched, **({"sampler": "inverse-cdf"} if variant == "electra" else {})}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-    out_dir = Path(out_root) if out_root else shared.course.root / "runs" / "after-bert"
-    out_dir = out_dir / f"{variant}-{shared.profile}-{key}"
+    out_dir = run_folder(variant, shared.profile, tag=key,
+                         runs=Path(out_root) if out_root else runs_dir(shared.course) / "after-bert")
     finished = read_result(out_dir, key)
     if finished is not None:
         return finished

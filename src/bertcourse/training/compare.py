@@ -49,6 +49,8 @@ from typing import Any
 import numpy as np
 
 from bertcourse.errors import BertcourseError
+from bertcourse.run_folders import finetuning_folder, pretraining_folder
+from bertcourse.run_folders import runs_dir as default_runs_dir
 from bertcourse.training.compare_report import (
     ARCHS,
     FLOPS_FORMULA,
@@ -118,7 +120,7 @@ class RunSpec:
 
     def folder(self, runs_dir: Path, profile: str) -> Path:
         """`RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN`, the name `bertcourse finetune` gives it."""
-        return Path(runs_dir) / f"finetune-{self.arch}-{self.regime}-{self.init}-{profile}-seed{self.seed}"
+        return finetuning_folder(self.arch, self.regime, self.init, profile, self.seed, runs=runs_dir)
 
 
 def run_plan(seeds: int) -> list[RunSpec]:
@@ -216,19 +218,14 @@ def _row(name: str, labels: np.ndarray, predicted: np.ndarray, per_seed: list[di
 # ----------------------------------------------------------------------------- the runs
 
 
-def pretraining_folder(arch: str, profile: str, runs_dir: str | Path = "runs") -> Path:
-    """`RUNS/pretrain-ARCH-PROFILE`, where `bertcourse pretrain` writes by default."""
-    return Path(runs_dir) / f"pretrain-{arch}-{profile}"
-
-
-def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path = "runs", *, data_dir: Any = None,
+def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = None, *, data_dir: Any = None,
                       source: str = "auto", device: str | None = None, progress: bool = True) -> Path:
     """The pretraining folder of `arch`, pretrained first when its metrics.json is missing (resumed when a
     checkpoint is there: a killed pretraining continues instead of starting over)."""
     from bertcourse.training.checkpoint import CHECKPOINT_NAME
     from bertcourse.training.pretrain import PretrainOptions, pretrain
 
-    folder = pretraining_folder(arch, profile, runs_dir)
+    folder = pretraining_folder(arch, profile, runs=runs_dir)
     if not (folder / "metrics.json").is_file():
         resume = (folder / CHECKPOINT_NAME).is_file()
         print(f"{'resuming' if resume else 'running'} the {arch} pretraining in {folder}")
@@ -321,7 +318,7 @@ STATISTICS_TEST = (
 
 
 def compare(profile: str | None = None, seeds: int | None = None, out: str | Path | None = None, *,
-            runs_dir: str | Path = "runs", data_dir: str | Path | None = None, source: str = "auto",
+            runs_dir: str | Path | None = None, data_dir: str | Path | None = None, source: str = "auto",
             device: str | None = None, precision: str = "auto", progress: bool = True,
             after_run: Callable[[RunSpec, Any], None] | None = None) -> dict[str, Any]:
     """Run (or resume) the whole experiment and write its report; returns results.json's content.
@@ -349,7 +346,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     if seeds < 1:
         raise CompareError(f"--seeds must be at least 1, got {seeds}")
     out = Path(out) if out is not None else Path("results") / f"sst2-{profile}"
-    runs_dir = Path(runs_dir)
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
 
     folders = {arch: ensure_pretrained(arch, profile, runs_dir, data_dir=data_dir, source=source, device=device,
                                        progress=progress) for arch in ARCHS}

@@ -49,7 +49,8 @@ from bertcourse.errors import BertcourseError
 from bertcourse.folders import write_atomic
 from bertcourse.masking import pad_batch
 from bertcourse.model import build_model
-from bertcourse.tokenizer import load_tokenizer
+from bertcourse.prepare_data import profile_tokenizer
+from bertcourse.run_folders import finetuning_folder, pretraining_folder
 from bertcourse.training.checkpoint import (
     CHECKPOINT_NAME,
     CheckpointError,
@@ -143,13 +144,14 @@ def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | No
 
 
 def default_out_dir(options: FinetuneOptions, profile: str) -> Path:
-    """`runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN`: one folder per setting, so a rerun finds its run."""
-    return Path(f"runs/finetune-{options.arch}-{options.regime}-{options.init}-{profile}-seed{options.seed}")
+    """`RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN` (`run_folders`): one folder per setting, so a rerun
+    finds its run."""
+    return finetuning_folder(options.arch, options.regime, options.init, profile, options.seed)
 
 
 def default_pretrained(arch: str, profile: str) -> Path:
     """The checkpoint `bertcourse pretrain --arch ARCH --profile PROFILE` writes by default."""
-    return Path(f"runs/pretrain-{arch}-{profile}") / CHECKPOINT_NAME
+    return pretraining_folder(arch, profile) / CHECKPOINT_NAME
 
 
 @functools.lru_cache(maxsize=2)
@@ -181,8 +183,8 @@ def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, sourc
                             f"--profile {profile}` first (or pass --pretrained PATH, or --init scratch)")
     course = load_course()  # scratch without a checkpoint: the profile's model and tokenizer (of its corpus)
     spec = course.profile(profile)
-    tokenizer = load_tokenizer(load_corpus(course, data_dir=data_dir, source=source, profile=profile), spec.vocab_size,
-                               spec.model.max_seq_len, progress=options.progress)
+    corpus = load_corpus(course, data_dir=data_dir, source=source, profile=profile)
+    tokenizer = profile_tokenizer(profile, course, corpus, progress=options.progress)
     config = spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
     return config, tokenizer, {"state": None, "described": None}
 

@@ -22,7 +22,6 @@ This module and the command are where course.yml's profile is read; the modules 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sys
 import time
@@ -34,11 +33,12 @@ import torch
 from tqdm.auto import tqdm
 
 from bertcourse.config import ARCHITECTURES, ModelConfig
-from bertcourse.course import Course, load_course, resolve_profile
+from bertcourse.course import load_course, resolve_profile
 from bertcourse.data import load_corpus
 from bertcourse.errors import BertcourseError
 from bertcourse.model import GPT, BertForMLM, build_model, describe
-from bertcourse.tokenizer import load_tokenizer
+from bertcourse.prepare_data import profile_tokenizer
+from bertcourse.run_folders import pretraining_folder
 from bertcourse.training.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_NAME,
@@ -138,17 +138,6 @@ def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_step
     }
 
 
-def run_folder(name: str, profile: str, corpus: Any, course: Course | None = None) -> Path:
-    """`runs/NAME-PROFILE-DIGEST`, the digest covering the profile's settings and the corpus.
-
-    A notebook that reruns finds its own checkpoint and resumes; after a course update changes the
-    profile (or with other data) it starts in a new folder instead of being refused by the resume check.
-    """
-    course = course or load_course()
-    digest = hashlib.sha256(f"{course.profile(profile)!r}\n{corpus.fingerprint()}".encode()).hexdigest()[:12]
-    return course.root / "runs" / f"{name}-{profile}-{digest}"
-
-
 def _pack(tokenizer: Any, sentences: list[str], max_seq_len: int, objective: Objective,
           budget: int | None = None, progress: bool = True) -> tuple[PackedData, int]:
     """`sentences` (the first ones holding `budget` tokens, or all) packed into blocks, with word ids
@@ -205,7 +194,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     if corpus is None:
         corpus = load_corpus(course, data_dir=options.data_dir, source=options.source, profile=options.profile)
     if tokenizer is None:
-        tokenizer = load_tokenizer(corpus, profile.vocab_size, profile.model.max_seq_len)
+        tokenizer = profile_tokenizer(options.profile, course, corpus)
     config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
     settings = _settings(options, config, spec, max_steps, processes.world_size)
     if saved is not None:
@@ -366,8 +355,7 @@ def pretrain_command(args: Any) -> int:
     """`bertcourse pretrain`: run (or resume) pretraining and print where the results went."""
     objective_type = objective_class(args.arch, whole_word=args.whole_word)  # gpt + --whole-word: refused here
     profile = resolve_profile(args.profile)
-    masking = "-whole-word" if args.whole_word else ""
-    out = args.out or f"runs/pretrain-{args.arch}{masking}-{profile}"
+    out = args.out or pretraining_folder(args.arch, profile, whole_word=args.whole_word)
     options = PretrainOptions(
         arch=args.arch,
         profile=profile,
@@ -398,5 +386,4 @@ def pretrain_command(args: Any) -> int:
     return 0
 
 
-__all__ = ["PretrainOptions", "PretrainResult", "pretrain", "pretrain_command", "repeats_notice", "run_folder",
-           "write_report"]
+__all__ = ["PretrainOptions", "PretrainResult", "pretrain", "pretrain_command", "repeats_notice", "write_report"]
