@@ -383,14 +383,14 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     pretrained_seconds = time.perf_counter() - began
     starts = {m.name: _starting_point(m, profile, runs_dir, data_dir, source) for m in models}
     everything = replace(spec, train_rows=None)  # all 67,349 rows encoded once per tokenizer
-    encoded: dict[int, Any] = {}
-    for m in models:
-        tokenizer = starts[m.name]["tokenizer"]
-        if id(tokenizer) not in encoded:
-            encoded[id(tokenizer)] = encode_sst2(tokenizer, everything, data_dir=data_dir, source=source)
-        starts[m.name]["data"] = encoded[id(tokenizer)]
-    device_ = pick_device(device)
     tokenizer_digest = {name: _tokenizer_digest(s["tokenizer"]) for name, s in starts.items()}
+    encoded: dict[str, Any] = {}
+    for m in models:
+        digest = tokenizer_digest[m.name]
+        if digest not in encoded:
+            encoded[digest] = encode_sst2(starts[m.name]["tokenizer"], everything, data_dir=data_dir, source=source)
+        starts[m.name]["data"] = encoded[digest]
+    device_ = pick_device(device)
 
     plan = run_plan(models, budgets, seeds)
     done: dict[RunSpec, dict] = {}
