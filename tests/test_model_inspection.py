@@ -220,5 +220,5 @@ def test_loading_refuses_what_is_not_a_checkpoint_with_one_clear_message(tmp_pat
     (tmp_path / "empty").mkdir()
     with pytest.raises(I.InspectionError, match="could not load a masked LM"):
         I.load_transformers_masked_lm(tmp_path / "empty")
-    with pytest.raises(I.InspectionError, match="offline"):  # HF_HUB_OFFLINE=1 in the tests
+    with pytest.raises(I.InspectionError, match="hub was not asked: HF_HUB_OFFLINE"):  # set by conftest
         I.load_transformers_masked_lm("hf:google/bert_uncased_L-2_H-128_A-2-not-cached")

@@ -110,17 +110,22 @@ def load_transformers_masked_lm(name_or_path: str | Path) -> MaskedLM:
     when reachable). Attention is computed eagerly so that its weights can be returned."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+    from bertcourse.data import _hub_reachable
+
     text = str(name_or_path)
-    where = text[3:] if text.startswith("hf:") else text
-    if not text.startswith("hf:") and not Path(where).is_dir():
+    hub = text.startswith("hf:")
+    where = text[3:] if hub else text
+    if not hub and not Path(where).is_dir():
         raise InspectionError(f"{where}: not a folder written by save_pretrained (for the hub write hf:ORG/NAME)")
+    # the hub is asked only when reachable (a lesson must not hang on an offline machine); else its local cache
+    online, reason = _hub_reachable() if hub else (False, "")
     try:
-        model = AutoModelForMaskedLM.from_pretrained(where, attn_implementation="eager")
-        tokenizer = AutoTokenizer.from_pretrained(where)
+        model = AutoModelForMaskedLM.from_pretrained(where, attn_implementation="eager", local_files_only=not online)
+        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=not online)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InspectionError(f"{text}: could not load a masked LM ({first}); offline, only a local "
-                              "save_pretrained folder can be loaded") from exc
+        offline = f"; the hub was not asked: {reason}, and the local cache lacks it" if hub and not online else ""
+        raise InspectionError(f"{text}: could not load a masked LM ({first}){offline}") from exc
     return MaskedLM(model.eval(), tokenizer, where)
 
 
