@@ -232,6 +232,35 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_runs("bertcourse.training.compare", "compare_command"))
 
 
+def _add_labels(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "labels",
+        help="accuracy against the number of labels: pretrained vs scratch vs TF-IDF on 50 ... 67,349 SST-2 rows",
+        description="For each label budget and seed, fine-tune every model from its pretrained weights and from "
+        "scratch on that many SST-2 train rows (a nested, seeded subset; a dev split carved from those rows "
+        "early-stops the run; the validation set only scores it), fit TF-IDF + LR on the same rows, and write "
+        "OUT/results.json, results.md (table, recipe, paired tests) and accuracy_vs_labels.png. Pretrains the "
+        "course's models first when RUNS lacks them; finished runs are reused: a killed run resumes.",
+    )
+    _add_common_data_arguments(parser)
+    parser.add_argument("--budgets", action="append", metavar="N,N,...",
+                        help="labelled rows per point, comma-separated, 'all' for every train row "
+                        "(default: 50,100,300,1000,3000,10000,all)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per point (default: 3)")
+    parser.add_argument("--model", action="append", metavar="MODEL",
+                        help="bert, gpt, or NAME=PRETRAINED (what finetune --pretrained accepts; NAME:gpt=... "
+                        "for a decoder); repeatable (default: bert and gpt)")
+    parser.add_argument("--max-steps", type=int, help="cap on a run's steps (default: the profile's compare run's "
+                        "steps, at least 200)")
+    parser.add_argument("--max-epochs", type=int, help="cap on passes over the training rows (default: 40)")
+    parser.add_argument("--patience", type=int, help="dev checks without improvement before stopping (default: 6)")
+    parser.add_argument("--out", help="report folder (default: results/labels-PROFILE)")
+    parser.add_argument("--runs-dir", default="runs",
+                        help="folder of the pretraining runs and of labels-PROFILE/ (default: runs)")
+    _add_training_arguments(parser)
+    parser.set_defaults(handler=_runs("bertcourse.data_efficiency", "labels_command"))
+
+
 def _add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "evaluate",
@@ -261,6 +290,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_pretrain,
     _add_finetune,
     _add_compare,
+    _add_labels,
     _add_evaluate,
 ]
 
