@@ -69,7 +69,7 @@ def test_recording_attention_changes_nothing_and_is_off_afterwards(course_lm, to
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))  # each query's weights sum to 1
     rows, keys = (batch["attention_mask"] == 0).nonzero(as_tuple=True)  # padded keys get no weight
     assert len(rows) and weights[:, rows, :, :, keys].max() < 1e-6
-    assert all(not layer.attention.keep_weights and layer.attention.weights is None for layer in model.blocks)
+    assert all(not layer.attention._forward_pre_hooks for layer in model.blocks)  # the hooks are gone after
 
 
 def test_the_gpt_records_causal_weights(tokenizer):

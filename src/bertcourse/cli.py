@@ -255,10 +255,10 @@ def _add_labels(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-epochs", type=int, help="cap on passes over the training rows (default: 40)")
     parser.add_argument("--patience", type=int, help="dev checks without improvement before stopping (default: 6)")
     parser.add_argument("--out", help="report folder (default: results/labels-PROFILE)")
-    parser.add_argument("--runs-dir", default="runs",
-                        help="folder of the pretraining runs and of labels-PROFILE/ (default: runs)")
+    parser.add_argument("--runs-dir", help="folder of the pretraining runs and of labels-PROFILE/ (default: "
+                        "$BERTCOURSE_RUNS, else runs/ in the course folder)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.data_efficiency", "labels_command"))
+    parser.set_defaults(handler=_runs("bertcourse.training.data_efficiency", "labels_command"))
 
 
 def _add_evaluate(subparsers: argparse._SubParsersAction) -> None:

@@ -89,10 +89,6 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
         self.out = nn.Linear(config.d_model, config.d_model)
         self.attention_dropout = config.dropout
-        # Opt-in (bertcourse.model_inspection sets it): compute the weights explicitly and keep the last
-        # ones in `weights` [B, H, S, S]. Off by default: the fused kernel below never builds them.
-        self.keep_weights = False
-        self.weights: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """x [B, S, D]; mask: `extended_attention_mask`'s additive mask, or None (nothing blocked but,
@@ -103,9 +99,6 @@ class SelfAttention(nn.Module):
         def heads(t: torch.Tensor) -> torch.Tensor:  # [B, S, D] -> [B, H, S, d_head]: head h owns a slice of D
             return t.view(batch, seq_len, self.n_heads, -1).transpose(1, 2)
 
-        if self.keep_weights:
-            context = self._attend_and_keep(heads(query), heads(key), heads(value), mask)
-            return self.out(context.transpose(1, 2).reshape(batch, seq_len, d_model))
         # softmax(q k^T / sqrt(d_head) + mask) v in one fused kernel: faster, and it never stores the
         # [B, H, S, S] weights
         context = F.scaled_dot_product_attention(
@@ -114,19 +107,6 @@ class SelfAttention(nn.Module):
             is_causal=self.causal and mask is None,
         )  # [B, H, S, d_head]
         return self.out(context.transpose(1, 2).reshape(batch, seq_len, d_model))  # heads side by side: [B, S, D]
-
-    def _attend_and_keep(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                         mask: torch.Tensor | None) -> torch.Tensor:
-        """The same attention written out, keeping its weights (for looking inside a model, not for training)."""
-        scores = query @ key.transpose(-2, -1) / query.shape[-1] ** 0.5  # [B, H, S, S]
-        if mask is not None:
-            scores = scores + mask
-        elif self.causal:
-            later = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
-            scores = scores.masked_fill(later, torch.finfo(scores.dtype).min)
-        weights = scores.softmax(-1)
-        self.weights = weights.detach()
-        return F.dropout(weights, self.attention_dropout, self.training) @ value
 
 
 class FeedForward(nn.Module):

@@ -14,8 +14,9 @@ side through the same calls.
   (Clark et al. 2019, "What Does BERT Look At?").
 - `word_vectors`, `cosine_table`: the last layer's vector of one word in different sentences, compared.
 
-The course model keeps its attention weights only while `recording_attention` is on (the opt-in
-`SelfAttention.keep_weights`): its ordinary forward pass is untouched.
+The course model's attention runs in one fused kernel that never stores its weights; `recording_attention`
+hooks each attention layer and recomputes them from the layer's own inputs and projections, so
+`bertcourse.model` stays exactly as lesson 3 reads it.
 """
 
 from __future__ import annotations
@@ -47,11 +48,13 @@ class MaskedLM:
 
     @property
     def kind(self) -> str:
+        """"transformers" for a transformers model, "course" for the course's own."""
         return "transformers" if hasattr(self.model, "config") and hasattr(self.model.config, "model_type") \
             else "course"
 
     @property
     def max_length(self) -> int:
+        """The longest input the model takes, in pieces."""
         if self.kind == "course":
             return self.model.config.max_seq_len
         return int(getattr(self.model.config, "max_position_embeddings", 512))
@@ -85,24 +88,48 @@ class MaskedLM:
         return result
 
 
+def attention_weights(layer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d_head) + mask) of a course `SelfAttention` for its input `x` [B, S, D]: the weights
+    its fused kernel applies ([B, H, S, S]; without a mask a causal layer blocks later keys, as its kernel does)."""
+    batch, seq_len, _ = x.shape
+    query, key, _ = layer.qkv(x).chunk(3, dim=-1)
+    query, key = (t.view(batch, seq_len, layer.n_heads, -1).transpose(1, 2) for t in (query, key))
+    scores = query @ key.transpose(-2, -1) / query.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores + mask
+    elif layer.causal:
+        later = torch.ones(seq_len, seq_len, dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(later, torch.finfo(scores.dtype).min)
+    return scores.softmax(-1)
+
+
 @contextlib.contextmanager
 def recording_attention(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
-    """Within the block, the course model's attention layers keep their weights; yields a list that holds,
-    after the block, the last forward pass's weights per layer ([B, H, S, S] each). Switched off after."""
+    """Within the block, each forward pass of the course model's attention layers records its weights; yields a
+    list that holds, after the block, the last forward pass's weights per layer ([B, H, S, S] each)."""
     from bertcourse.model import SelfAttention
 
     layers = [m for m in model.modules() if isinstance(m, SelfAttention)]
     if not layers:
         raise InspectionError(f"{type(model).__name__} has no course SelfAttention layers to record")
+    last: dict[int, torch.Tensor] = {}
+
+    def record(index: int):
+        def hook(layer: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+            x = args[0]
+            mask = args[1] if len(args) > 1 else kwargs.get("mask")
+            with torch.no_grad():
+                last[index] = attention_weights(layer, x, mask).detach()
+        return hook
+
+    handles = [layer.register_forward_pre_hook(record(i), with_kwargs=True) for i, layer in enumerate(layers)]
     kept: list[torch.Tensor] = []
-    for layer in layers:
-        layer.keep_weights, layer.weights = True, None
     try:
         yield kept
-        kept.extend(layer.weights for layer in layers if layer.weights is not None)
+        kept.extend(last[i] for i in range(len(layers)) if i in last)
     finally:
-        for layer in layers:
-            layer.keep_weights, layer.weights = False, None
+        for handle in handles:
+            handle.remove()
 
 
 def load_transformers_masked_lm(name_or_path: str | Path) -> MaskedLM:
@@ -285,5 +312,6 @@ def cosine_table(vectors: np.ndarray) -> np.ndarray:
 
 __all__ = [
     "CASES", "InspectionError", "MaskedLM", "attention_maps", "attention_summary", "cosine_table", "fill_mask",
-    "load_transformers_masked_lm", "plot_attention", "recording_attention", "recovery_by_case", "word_vectors",
+    "attention_weights", "load_transformers_masked_lm", "plot_attention", "recording_attention", "recovery_by_case",
+    "word_vectors",
 ]

@@ -1,6 +1,6 @@
 """The report of `bertcourse labels`: results.md, a plain table, and accuracy against labels (log x) as a figure.
 
-Reads only the results dict `bertcourse.data_efficiency.label_curve` builds (results.json), so a finished
+Reads only the results dict `bertcourse.training.data_efficiency.label_curve` builds (results.json), so a finished
 experiment can be re-reported without running anything; figures use matplotlib's `Figure`, never pyplot.
 """
 

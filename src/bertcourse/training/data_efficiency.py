@@ -23,7 +23,7 @@ Each network run is a folder `RUNS/labels-PROFILE/MODEL-INIT-nBUDGET-seedS/` (me
 last, and predictions.tsv); a finished one with the same settings key is reused, so a killed run
 resumes, and a folder holding other settings is refused with its path.
 
-The statistics are `bertcourse.compare`'s: each (model, init, budget) holds K seeds scored on the same
+The statistics are `bertcourse.training.compare`'s: each (model, init, budget) holds K seeds scored on the same
 872 sentences; its interval is the percentile bootstrap of the seed-averaged accuracy with the sentences
 resampled (seeds held fixed), and the paired tests (pretrained vs scratch, pretrained vs TF-IDF, per
 budget) resample sentences and seeds, with Holm's correction over the family.
@@ -49,6 +49,8 @@ import numpy as np
 import torch
 
 from bertcourse.errors import BertcourseError
+from bertcourse.run_folders import pretraining_folder, run_folder
+from bertcourse.run_folders import runs_dir as default_runs_dir
 
 LABELS_FORMAT = "bertcourse-labels-1"
 RUN_FORMAT = "bertcourse-labels-run-1"
@@ -149,10 +151,12 @@ class RunSpec:
 
     @property
     def row(self) -> str:
+        """The run's label in the report: model, start and label budget."""
         return f"{self.model} {self.init} n={self.budget}"
 
     def folder(self, runs_dir: Path, profile: str) -> Path:
-        return Path(runs_dir) / f"labels-{profile}" / f"{self.model}-{self.init}-n{self.budget}-seed{self.seed}"
+        """`RUNS/labels-PROFILE/MODEL-INIT-nBUDGET-seedS` (the experiment's folder named by `run_folder`)."""
+        return run_folder("labels", profile, runs=runs_dir) / f"{self.model}-{self.init}-n{self.budget}-seed{self.seed}"
 
 
 def run_plan(models: Sequence[CurveModel], budgets: Sequence[int], seeds: int) -> list[RunSpec]:
@@ -172,11 +176,11 @@ def _starting_point(model: CurveModel, profile: str, runs_dir: Path, data_dir: A
     """
     from bertcourse.classifier import build_classifier
     from bertcourse.config import ModelConfig
-    from bertcourse.finetune import FinetuneOptions
-    from bertcourse.finetune import _starting_point as finetune_start
     from bertcourse.model import build_model
+    from bertcourse.training.finetune import FinetuneOptions
+    from bertcourse.training.finetune import _starting_point as finetune_start
 
-    pretrained = model.pretrained or runs_dir / f"pretrain-{model.arch}-{profile}"
+    pretrained = model.pretrained or pretraining_folder(model.arch, profile, runs=runs_dir)
     options = FinetuneOptions(arch=model.arch, init="pretrained", profile=profile, pretrained=pretrained,
                               data_dir=data_dir, source=source, progress=False)
     config_dict, tokenizer, start = finetune_start(options, profile, data_dir, source)
@@ -194,7 +198,7 @@ def _starting_point(model: CurveModel, profile: str, runs_dir: Path, data_dir: A
 
 def _dev_scores(model: Any, ids: list[list[int]], labels: torch.Tensor, device: torch.device) -> tuple[float, float]:
     """(accuracy, mean cross-entropy) on the dev rows."""
-    from bertcourse.finetune import predict_rows
+    from bertcourse.training.finetune import predict_rows
 
     probabilities = torch.from_numpy(predict_rows(model, ids, device))
     picked = probabilities[torch.arange(len(labels)), labels].clamp(min=1e-12)
@@ -210,9 +214,9 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
     from tqdm.auto import tqdm
 
     from bertcourse.classifier import trainable_parameters
-    from bertcourse.devices import autocast_dtype
     from bertcourse.masking import pad_batch
-    from bertcourse.optim import adamw, linear_schedule
+    from bertcourse.training.devices import autocast_dtype
+    from bertcourse.training.optim import adamw, linear_schedule
 
     train_ids, train_labels = train
     planned = min(recipe.max_epochs * math.ceil(len(train_ids) / batch_size), steps_cap)
@@ -304,7 +308,7 @@ def _tfidf_predictions(sentences: list[str], labels: list[int], validation: list
 
 def _row(name: str, kind: str, budget: int, labels: np.ndarray, predicted: np.ndarray, counts: np.ndarray,
          **extra: Any) -> dict[str, Any]:
-    from bertcourse.compare import seed_averaged_interval
+    from bertcourse.training.compare import seed_averaged_interval
 
     per_seed = (predicted == labels[None]).mean(1).tolist()
     accuracy = {"per_seed": per_seed, "mean": float(np.mean(per_seed)),
@@ -332,8 +336,9 @@ RESULTS_FIELDS = {
 
 def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAULT_BUDGETS, seeds: int = 3,
                 models: Sequence[CurveModel | str] = COURSE_MODELS, out: str | Path | None = None, *,
-                recipe: LabelRecipe | None = None, runs_dir: str | Path = "runs", data_dir: str | Path | None = None,
-                source: str = "auto", device: str | None = None, precision: str = "auto", progress: bool = True,
+                recipe: LabelRecipe | None = None, runs_dir: str | Path | None = None,
+                data_dir: str | Path | None = None, source: str = "auto", device: str | None = None,
+                precision: str = "auto", progress: bool = True,
                 after_run: Callable[[RunSpec, bool], None] | None = None) -> dict[str, Any]:
     """Run (or resume) the experiment and write its report; returns results.json's content.
 
@@ -342,7 +347,9 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     """
     from tqdm.auto import tqdm
 
-    from bertcourse.compare import (
+    from bertcourse.course import load_course, resolve_profile
+    from bertcourse.data import column, load_sst2
+    from bertcourse.training.compare import (
         ALPHA,
         BOOTSTRAP_RESAMPLES,
         STATISTICS_INTERVAL,
@@ -352,11 +359,9 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         paired_seed_bootstrap,
         sentence_resamples,
     )
-    from bertcourse.course import load_course, resolve_profile
-    from bertcourse.data import column, load_sst2
-    from bertcourse.data_efficiency_report import write_results
-    from bertcourse.devices import pick_device
-    from bertcourse.finetune import encode_sst2, predict_rows, run_key
+    from bertcourse.training.data_efficiency_report import write_results
+    from bertcourse.training.devices import pick_device
+    from bertcourse.training.finetune import encode_sst2, predict_rows, run_key
 
     began = time.perf_counter()
     recipe = recipe or LabelRecipe()
@@ -371,7 +376,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     profile = resolve_profile(profile, course)
     spec = course.profile(profile).finetuning()
     out = Path(out) if out is not None else Path("results") / f"labels-{profile}"
-    runs_dir = Path(runs_dir)
+    runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()  # $BERTCOURSE_RUNS, else runs/
     train_table = load_sst2("train", data_dir, source)
     budgets = parse_budgets(budgets, len(train_table))
     steps_cap = recipe.steps_cap(spec.epochs, spec.train_rows, spec.batch_size)
@@ -523,7 +528,7 @@ def load_results(folder: str | Path) -> dict[str, Any]:
 
 def labels_command(args: Any) -> int:
     """`bertcourse labels`: the experiment end to end; prints the table and where the report is."""
-    from bertcourse.data_efficiency_report import curve_table
+    from bertcourse.training.data_efficiency_report import curve_table
 
     recipe = LabelRecipe(**{k: v for k, v in (("max_steps", args.max_steps), ("patience", args.patience),
                                               ("max_epochs", args.max_epochs)) if v is not None})

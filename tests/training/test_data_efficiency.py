@@ -1,4 +1,4 @@
-"""`bertcourse labels`: accuracy against the number of labels (`bertcourse.data_efficiency`).
+"""`bertcourse labels`: accuracy against the number of labels (`bertcourse.training.data_efficiency`).
 
 Fast tests check the label subsets (seeded, nested across budgets, dev carved from the labels) and that
 early stopping leaves the best dev weights. The end-to-end tests run cpu-quick with tiny budgets and
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertcourse import data_efficiency as D
+from bertcourse.training import data_efficiency as D
 
 PROFILE = "cpu-quick"
 BUDGETS = [20, 40]
@@ -64,8 +64,8 @@ def test_early_stopping_keeps_the_weights_with_the_best_dev_accuracy():
     accuracy is the best on its dev curve, and training stops once `patience` checks bring nothing."""
     from bertcourse.classifier import build_classifier
     from bertcourse.config import ModelConfig
-    from bertcourse.data_efficiency import _dev_scores
     from bertcourse.model import build_model
+    from bertcourse.training.data_efficiency import _dev_scores
 
     generator = torch.Generator().manual_seed(0)
 
@@ -99,7 +99,7 @@ def test_early_stopping_keeps_the_weights_with_the_best_dev_accuracy():
 def pretrained_runs(tmp_path_factory, corpus, quick_tokenizer):
     """Two-step BERT and GPT pretraining runs (what compare's folders hold), made here in seconds."""
     from bertcourse.data import Corpus
-    from bertcourse.train import PretrainOptions, pretrain
+    from bertcourse.training.pretrain import PretrainOptions, pretrain
 
     runs = tmp_path_factory.mktemp("labels-runs")
     small = Corpus(corpus.train[:800], corpus.heldout[:40], corpus.source)
@@ -194,7 +194,7 @@ def test_a_killed_run_resumes_reusing_finished_runs_with_the_same_results(quick_
 def test_the_validation_labels_choose_nothing(pretrained_runs, tmp_path, data_dir, monkeypatch):
     """The same run with the validation labels permuted: the same dev curve, chosen step and predictions.
     (The run key leaves them out for the same reason: they cannot change a run.)"""
-    import bertcourse.finetune as F
+    import bertcourse.training.finetune as F
 
     def run(folder):
         runs = folder / "runs"
