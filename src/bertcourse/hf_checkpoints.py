@@ -232,6 +232,8 @@ def _load(source: Source, stamp: float) -> tuple[nn.Module, Any, dict[str, Any]]
         "arch": arch, "pooling": "cls" if arch == "bert" else "last", "config": _clean_config(config),
         "revision": getattr(config, "_commit_hash", None) if source.kind == "hub" else None,
         "digest": weights_digest(model), "parameters": sum(p.numel() for p in model.parameters()),
+        "embedding_parameters": sum(p.numel() for m in model.modules() if isinstance(m, nn.Embedding)
+                                    for p in m.parameters(recurse=False)),
         "tokenizer": hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
         "lora_targets": lora_targets_for(config.model_type), "slug": source.slug,
     }
