@@ -376,11 +376,12 @@ def public_cost(entry: Any, info: dict[str, Any], select_prob: float) -> dict[st
 
 def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, runs_dir: Path, *, spec: Any,
                select_prob: float, data_dir: Any, source: str, device: str | None, precision: str,
-               progress: bool, after_run: Callable[[RunSpec, Any], None] | None = None
-               ) -> tuple[dict[str, Any], dict[RunSpec, tuple[dict, np.ndarray, Path]]]:
+               progress: bool, after_run: Callable[[RunSpec, Any], None] | None = None,
+               max_steps: int | None = None) -> tuple[dict[str, Any], dict[RunSpec, tuple[dict, np.ndarray, Path]]]:
     """Fine-tune every regime x seed of each public checkpoint exactly as the course's rows (same training rows,
     same 872 sentences, same folders' format). Returns ({"requested", "skipped", "notice", "checkpoints"}, the
-    finished runs by RunSpec); hub checkpoints that cannot be reached are skipped with ONE notice line."""
+    finished runs by RunSpec); hub checkpoints that cannot be reached are skipped with ONE notice line.
+    `max_steps` stops each run early (tests), as `FinetuneOptions.max_steps`."""
     from bertcourse.finetune import FinetuneOptions, default_out_dir, encode_sst2, finetune
     from bertcourse.hf_checkpoints import HubUnreachable, load_pretrained
 
@@ -405,7 +406,7 @@ def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, run
                 run = RunSpec(info["arch"], regime, "pretrained", seed, public=name)
                 options = FinetuneOptions(regime=regime, init="pretrained", seed=seed, profile=profile,
                                           pretrained=checkpoint, data_dir=data_dir, source=source, device=device,
-                                          precision=precision, progress=False)
+                                          precision=precision, progress=False, max_steps=max_steps)
                 options.out_dir = runs_dir / default_out_dir(options, profile).name
                 result = finetune(options, data=data)
                 finished[run] = (result.metrics, _predicted(options.out_dir), options.out_dir)

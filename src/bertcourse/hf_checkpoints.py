@@ -272,13 +272,20 @@ def load_pretrained(spec: str | os.PathLike) -> tuple[HFEncoder, Any, dict[str, 
     return _encoder(copy.deepcopy(model), info), copy.deepcopy(tokenizer), dict(info)
 
 
+def _config_for(model_type: str, values: dict[str, Any]) -> Any:
+    """A transformers config of `model_type` from `_clean_config`'s values (offline: no file is read)."""
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(model_type, **{k: v for k, v in values.items() if k != "model_type"})
+
+
 def random_like(info: dict[str, Any]) -> HFEncoder:
     """The same architecture freshly initialised (transformers' own init; torch's global generator, which the
     caller seeds): the scratch twin of a public checkpoint."""
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
-    config = AutoConfig.for_model(info["model_type"], **info["config"])
+    config = _config_for(info["model_type"], info["config"])
     model = AutoModel.from_config(config, **_base_model_kwargs(MODEL_MAPPING[type(config)]))
     return _encoder(model, info)
 
@@ -326,10 +333,10 @@ def saved_encoder(encoder: HFEncoder, tokenizer: Any) -> dict[str, Any]:
 def encoder_from_saved(saved: dict[str, Any]) -> tuple[HFEncoder, Any]:
     """(randomly initialised encoder of the saved architecture, the saved tokenizer); the classifier's weights
     are loaded over it by the caller."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
-    config = AutoConfig.for_model(saved["model_type"], **saved["config"])
+    config = _config_for(saved["model_type"], saved["config"])
     model = AutoModel.from_config(config, **_base_model_kwargs(MODEL_MAPPING[type(config)]))
     with tempfile.TemporaryDirectory() as folder:
         for name, text in saved["tokenizer_files"].items():
