@@ -54,7 +54,7 @@ from bertcourse.model import BertForMLM, build_model, count_parameters
 from bertcourse.objectives import MaskedLM, Objective
 from bertcourse.optim import adamw, lr_factor
 from bertcourse.packing import PackedData, batch_indices, pack_sentences, tokenize, tokenize_prefix
-from bertcourse.pretrain_eval import evaluate
+from bertcourse.pretrain_eval import evaluate, target_losses, unigram_baseline
 from bertcourse.sentence_objectives import (
     BertWithPairHead,
     PairData,
@@ -98,7 +98,7 @@ class VariantResult:
     encoder_parameters: int  # those of the model kept afterwards (what the probe reads)
     flops_per_step: int
     train_seconds: float
-    mlm: dict[str, float] | None  # held-out {"loss", "accuracy", "targets"}
+    mlm: dict[str, Any] | None  # held-out {"loss", "accuracy", "targets", "loss_sd", "unigram": {"loss", "accuracy"}}
     aux: dict[str, Any] | None  # {"task", "accuracy", "interval", "pairs"} (NSP / SOP)
     rtd: dict[str, float] | None  # ELECTRA's held-out replaced-token detection
     generator_mlm: dict[str, float] | None  # ELECTRA's generator on the held-out masks
@@ -267,6 +267,95 @@ def pair_accuracy(model: BertWithPairHead, rows: PairData, device: torch.device,
             "interval": [interval.low, interval.high], "pairs": len(rows)}
 
 
+def mlm_scores(model: nn.Module, shared: CourseData, budget: int, device: torch.device) -> dict[str, Any]:
+    """Held-out masked-LM loss and accuracy, the per-target loss's sd (for an interval on the loss) and the
+    unigram model's loss and accuracy on the same targets (its accuracy is the frequent-token level: always
+    predicting the corpus's most frequent token)."""
+    losses = target_losses(model, shared.heldout, device)
+    unigram = unigram_baseline(shared.packed(budget), shared.heldout, len(shared.tokenizer), "bert",
+                               shared.tokenizer.all_special_ids)
+    return {**evaluate(model, shared.heldout, device), "loss_sd": float(losses.std()) if len(losses) > 1 else None,
+            "unigram": {"loss": unigram["loss"], "accuracy": unigram["accuracy"]}}
+
+
+# ----------------------------------------------------------------------------- verdicts (lesson 6)
+
+MEASURES = {"mlm": "held-out masked-LM loss", "cls": "SST-2 probe on [CLS]", "mean": "SST-2 probe on the token mean"}
+
+
+def measure_of(run: VariantResult, measure: str) -> tuple[float, float | None, float | None] | None:
+    """(value, low, high) of `measure` for `run`: the masked-LM LOSS (lower is better) with a normal 95%
+    interval from the per-target sd (None, None when the run did not record it), or a probe's accuracy with
+    its bootstrap interval; None where the run has no such number (ELECTRA has no MLM head of its own)."""
+    if measure == "mlm":
+        if not run.mlm:
+            return None
+        sd, n = run.mlm.get("loss_sd"), run.mlm["targets"]
+        if sd is None:
+            return run.mlm["loss"], None, None
+        half = 1.96 * sd / max(n, 1) ** 0.5
+        return run.mlm["loss"], run.mlm["loss"] - half, run.mlm["loss"] + half
+    return run.probe[measure]["accuracy"], *run.probe[measure]["accuracy_interval"]
+
+
+def _collapsed_probe(run: VariantResult, measure: str) -> bool:
+    """A probe that gives every sentence one label: MCC 0 and macro-F1 at the one-class level (<= 0.35)."""
+    probe = run.probe.get(measure) or {}
+    return probe.get("mcc") == 0 and probe.get("macro_f1", 1.0) <= 0.35
+
+
+def verdict(a: str, b: str, runs: dict[str, VariantResult], measure: str) -> str | None:
+    """One line: both runs' `measure` with intervals and what they allow one to say, computed from the measure
+    the lesson discusses (the masked-LM loss, not its accuracy: a model can sit below the frequent-token
+    accuracy while its loss is far better, and one that learned only the frequent token would "win" on
+    accuracy). Intervals that do not overlap are a difference; overlapping ones are no evidence either way.
+    Notes name an accuracy that contradicts the loss (below the frequent-token level) and a collapsed probe."""
+    x, y = measure_of(runs[a], measure), measure_of(runs[b], measure)
+    if x is None or y is None:
+        return None
+    lower_is_better = measure == "mlm"
+    better = (lambda u, v: u < v) if lower_is_better else (lambda u, v: u > v)
+    if None in (x[1], y[1]):  # a run recorded before the loss's spread was: the gap, without a test
+        leader = a if better(x[0], y[0]) else b
+        said = f"{leader} has the lower loss by {abs(x[0] - y[0]):.3f} nats (no interval recorded for this run)"
+    elif (x[2] < y[1]) if lower_is_better else (x[1] > y[2]):
+        said = f"{a} is ahead"
+    elif (y[2] < x[1]) if lower_is_better else (y[1] > x[2]):
+        said = f"{b} is ahead"
+    else:
+        said = "cannot tell the two apart"
+
+    def shown(v: tuple) -> str:
+        return f"{v[0]:.3f}" + (f" [{v[1]:.3f}, {v[2]:.3f}]" if v[1] is not None else "")
+
+    line = f"  {MEASURES[measure]}: {a} {shown(x)}, {b} {shown(y)}: {said}"
+    notes = []
+    if measure == "mlm":
+        ra, rb = runs[a].mlm, runs[b].mlm
+        by_accuracy = a if ra["accuracy"] > rb["accuracy"] else b if rb["accuracy"] > ra["accuracy"] else None
+        by_loss = a if ra["loss"] < rb["loss"] else b if rb["loss"] < ra["loss"] else None
+        if by_accuracy and by_loss and by_accuracy != by_loss:
+            notes.append(f"masked-token accuracy ranks them the other way ({a} {ra['accuracy']:.3f}, {b} "
+                         f"{rb['accuracy']:.3f}); the loss scores the whole predicted distribution, accuracy only "
+                         "its top token")
+        for name, r in ((a, ra), (b, rb)):
+            level = (r.get("unigram") or {}).get("accuracy")
+            if level is not None and r["accuracy"] <= level:
+                notes.append(f"{name}'s accuracy {r['accuracy']:.3f} is at or below always predicting the most "
+                             f"frequent token ({level:.3f})")
+    else:
+        notes += [f"{name}'s probe predicts one class for every sentence (MCC 0): collapsed"
+                  for name in (a, b) if _collapsed_probe(runs[name], measure)]
+    return line + "".join(f"\n    note: {n}" for n in notes)
+
+
+def verdicts(a: str, b: str, runs: dict[str, VariantResult], measures: tuple[str, ...] = tuple(MEASURES)) -> str:
+    """`verdict` for each measure, one block per measure ("(not measured)" when a run is missing)."""
+    if a not in runs or b not in runs:
+        return "  (not measured)"
+    return "\n".join(line for line in (verdict(a, b, runs, m) for m in measures) if line)
+
+
 def _loss_of(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     out = model(**batch)
     return out.loss, getattr(out, "parts", None) or {"mlm": out.loss}
@@ -345,7 +434,7 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
     result = VariantResult(
         variant=variant, profile=shared.profile, steps=train_steps, parameters=count_parameters(model),
         encoder_parameters=count_parameters(kept_encoder(model)), flops_per_step=flops, train_seconds=seconds,
-        mlm=evaluate(scorer, shared.heldout, torch_device) if scorer is not None else None,
+        mlm=mlm_scores(scorer, shared, budget, torch_device) if scorer is not None else None,
         aux=pair_accuracy(model, held_pairs, torch_device, seed) if isinstance(model, BertWithPairHead) else None,
         rtd=rtd_evaluate(model, shared.heldout, torch_device) if isinstance(model, Electra) else None,
         generator_mlm=evaluate(model.generator, shared.heldout, torch_device) if isinstance(model, Electra) else None,
@@ -464,5 +553,5 @@ __all__ = [
     "LESSON_ID", "RESULT_FORMAT", "VARIANTS", "AfterBertError", "VariantResult", "build_variant_model", "kept_encoder",
     "mlm_model", "CourseData", "course_data", "linear_probe", "pair_accuracy", "training_flops", "run_variant",
     "train", "write_result", "read_result", "result_from_summary", "results_table", "measured_results",
-    "corpus_documents",
+    "corpus_documents", "MEASURES", "measure_of", "mlm_scores", "verdict", "verdicts",
 ]

@@ -198,8 +198,9 @@ def collapse_note(row: dict) -> str | None:
     total = len(predicted_positive(row))
     labels = sorted({label for _, label, _ in seeds})
     which = "every seed" if len(seeds) == total else f"{len(seeds)} of {total} seeds"
-    return (f"{row['name']}: {which} predict{'s' if len(seeds) == 1 else ''} {' or '.join(labels)} for "
-            f"{100 * min(s for _, _, s in seeds):.1f}%+ of the sentences (MCC {row['mcc']['mean']:.3f}): collapsed "
+    verb = "predicts" if len(seeds) == 1 or len(seeds) == total else "predict"
+    return (f"{row['name']}: {which} {verb} {' or '.join(labels)} for at least "
+            f"{100 * min(s for _, _, s in seeds):.1f}% of the sentences (MCC {row['mcc']['mean']:.3f}): collapsed "
             "to one class")
 
 
