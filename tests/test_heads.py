@@ -8,7 +8,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertcourse.checkpoint import tokenizer_from_json
 from bertcourse.classifier import SequenceClassifier
 from bertcourse.config import ModelConfig
 from bertcourse.heads import (
@@ -29,6 +28,7 @@ from bertcourse.heads import (
 )
 from bertcourse.model import build_model
 from bertcourse.tokenizer import train_tokenizer
+from bertcourse.training.checkpoint import tokenizer_from_json
 
 SENTENCES = [
     "The film was not good at all.",

@@ -43,7 +43,7 @@ def test_plot_history_draws_on_a_figure_of_its_own(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from bertcourse.train import plot_history
+    from bertcourse.training.plotting import plot_history
 
     backend, open_figures = matplotlib.get_backend(), plt.get_fignums()
     history = {"step": list(range(1, 101)), "loss": [5 - i / 50 for i in range(100)], "eval_step": [50, 100],
@@ -186,7 +186,7 @@ def test_lesson_4_prints_what_its_run_measured(data_dir):
     hurt = ", ".join(t["a"] for t in significant if t["difference"] < 0) or "no row"
     assert f"this run: pretraining helps, beyond the noise, in: {helped}\n" in text
     assert f"this run: the scratch model is ahead, beyond the noise, of: {hurt}\n" in text
-    from bertcourse.compare_report import collapse_note  # a row that collapsed to one class is named
+    from bertcourse.training.compare_report import collapse_note  # a row that collapsed to one class is named
 
     for row in results["rows"]:
         note = collapse_note(row)
