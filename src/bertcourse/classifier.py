@@ -102,13 +102,18 @@ def freeze_encoder(model: SequenceClassifier) -> None:
 
 def add_lora(model: SequenceClassifier, rank: int = 8, alpha: int = 16, dropout: float = 0.0) -> None:
     """Low-rank adapters (`peft`) on the encoder's attention projections; only they and the head train.
+    The course's models: `LORA_TARGETS`; a transformers encoder (`hf_checkpoints.HFEncoder`) names its own.
 
     Each adapted linear layer computes W x + (alpha / rank) B A x with A [rank, D_in] random and B zero
     at first, so training starts from the pretrained function exactly.
     """
     from peft import LoraConfig, inject_adapter_in_model  # imported here: peft loads accelerate (slow)
 
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(LORA_TARGETS))
+    targets = getattr(model.encoder, "lora_targets", LORA_TARGETS)  # a transformers encoder: peft's table
+    if not targets:
+        kind = getattr(model.encoder.config, "model_type", "this encoder")
+        raise ValueError(f"no LoRA target modules known for {kind}")
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets))
     inject_adapter_in_model(config, model.encoder)  # marks only the adapters of the encoder trainable
     for name, parameter in model.encoder.named_parameters():
         parameter.requires_grad_("lora_" in name)

@@ -198,14 +198,17 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
         "that already holds this very run is reused. Sizes come from the profile's finetune: block.",
     )
     _add_common_data_arguments(parser)
-    parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="model to fine-tune (default: bert)")
+    parser.add_argument("--arch", choices=["bert", "gpt"],
+                        help="model to fine-tune (default: bert; with a transformers checkpoint, what it is)")
     parser.add_argument("--regime", choices=["full", "probe", "lora"], default="full",
                         help="what trains: everything, the head only, or LoRA adapters + head (default: full)")
     parser.add_argument("--init", choices=["pretrained", "scratch"], default="pretrained",
                         help="start from the pretraining checkpoint or from random weights (default: pretrained)")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"],
                         help="sentence vector: [CLS], last real token, mean (default: cls for bert, last for gpt)")
-    parser.add_argument("--pretrained", help="pretraining checkpoint (default: RUNS/pretrain-ARCH-PROFILE)")
+    parser.add_argument("--pretrained", help="pretraining checkpoint (default: RUNS/pretrain-ARCH-PROFILE), or a "
+                        "transformers checkpoint with its own tokenizer: hf:ORG/NAME (e.g. "
+                        "hf:google/bert_uncased_L-2_H-128_A-2) or a folder written by save_pretrained")
     parser.add_argument("--out", help="output folder (default: RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--max-steps", type=int, help="stop after this many steps (a quick try)")
@@ -228,6 +231,11 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="report folder (default: results/sst2-PROFILE)")
     parser.add_argument("--runs-dir", help="folder of the pretraining and fine-tuning runs (default: "
                         "$BERTCOURSE_RUNS, else runs/ in the course folder)")
+    parser.add_argument("--public", nargs="*", metavar="NAME",
+                        help="add public checkpoints as rows, fine-tuned the same way with their own tokenizers: "
+                        "names of course.yml's public_checkpoints (bert-tiny, bert-mini, pythia-14m; --public alone: "
+                        "all), hf:ORG/NAME or save_pretrained folders. Needs the hub or its cache; where neither has "
+                        "them they are left out with one notice (default: none)")
     _add_training_arguments(parser)
     parser.set_defaults(handler=_runs("bertcourse.training.compare", "compare_command"))
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from bertcourse.config import MaskingProbs, ModelConfig
+from bertcourse.config import ARCHITECTURES, MaskingProbs, ModelConfig
 from bertcourse.errors import BertcourseError
 
 MANIFEST_NAME = "course.yml"
@@ -182,6 +182,28 @@ class Exercise:
 
 
 @dataclass(frozen=True)
+class PublicCheckpoint:
+    """One entry of `public_checkpoints:`: a published model of a course shape, an optional row of
+    `bertcourse compare --public` and of the lessons (loaded by `bertcourse.training.hf_checkpoints`, online only).
+    `tokens_seen` is the paper's recipe worked out (an estimate, `recipe` says how), never measured here."""
+
+    hub: str  # ORG/NAME on the Hugging Face hub
+    arch: str  # bert (an encoder, [CLS]) or gpt (a decoder, last token): checked against the model loaded
+    description: str
+    data: str  # what it was pretrained on
+    tokens_seen: float  # pretraining tokens by the published recipe (an estimate)
+    recipe: str  # how tokens_seen follows from the published recipe
+    source: str  # the paper / model card the recipe is read from
+    differences: str  # what differs from the course's model of the same shape
+    shape_of: str | None = None  # the profile whose model has this shape (None: the nearest, not equal)
+
+    @property
+    def spec(self) -> str:
+        """How `--pretrained` names it: hf:ORG/NAME."""
+        return f"hf:{self.hub}"
+
+
+@dataclass(frozen=True)
 class Course:
     """course.yml parsed and validated, with the folder it came from (paths in it are relative to `root`)."""
 
@@ -193,6 +215,7 @@ class Course:
     masking: MaskingProbs
     lessons: list[Lesson] = field(default_factory=list)
     exercises: list[Exercise] = field(default_factory=list)
+    public_checkpoints: dict[str, PublicCheckpoint] = field(default_factory=dict)
 
     def profile(self, name: str) -> Profile:
         """The profile called `name`; an unknown name fails with the profiles there are."""
@@ -312,7 +335,7 @@ def parse_course(text: str, root: Path, source: str = MANIFEST_NAME, check_files
         raise CourseError(f"{source}: the manifest is empty")
     parser = _Parser(source)
     top = parser.mapping(node, "course.yml")
-    allowed = {"course", "datasets", "corpus", "profiles", "masking", "lessons", "exercises"}
+    allowed = {"course", "datasets", "corpus", "profiles", "masking", "lessons", "exercises", "public_checkpoints"}
     for key, (key_node, _) in top.items():
         if key not in allowed:
             raise parser.error(key_node, f"unknown top-level key {key!r}; allowed: {', '.join(sorted(allowed))}")
@@ -334,6 +357,8 @@ def parse_course(text: str, root: Path, source: str = MANIFEST_NAME, check_files
         masking=parser.parse(top["masking"][1], MaskingProbs, "masking") if "masking" in top else MaskingProbs(),
         lessons=parser.parse(top["lessons"][1], hints["lessons"], "lessons") if "lessons" in top else [],
         exercises=parser.parse(top["exercises"][1], hints["exercises"], "exercises") if "exercises" in top else [],
+        public_checkpoints=parser.parse(top["public_checkpoints"][1], hints["public_checkpoints"], "public_checkpoints")
+        if "public_checkpoints" in top else {},
     )
     _validate(course, top, parser, check_files)
     return course
@@ -395,6 +420,13 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
                 raise parser.error(sources_node, f"{where} lacks {', '.join(dropped)} of the top-level corpus.sources: "
                                    "a profile may add sources, not drop them (the held-out sentences, the same on "
                                    "every profile, are drawn from the course's corpus)")
+    for name, (_, node) in (parser.mapping(top["public_checkpoints"][1], "public_checkpoints").items()
+                            if "public_checkpoints" in top else []):
+        entry = course.public_checkpoints[name]
+        if entry.arch not in ARCHITECTURES:
+            raise parser.error(node, f"public_checkpoints.{name}.arch must be one of {', '.join(ARCHITECTURES)}")
+        if entry.shape_of is not None and entry.shape_of not in course.profiles:
+            raise parser.error(node, f"public_checkpoints.{name}.shape_of: no profile {entry.shape_of!r}")
     m = course.masking
     if not (0 < m.select_prob < 1 and 0 <= m.mask_prob and 0 <= m.random_prob and m.mask_prob + m.random_prob <= 1):
         raise parser.error(top["masking"][1], "masking probabilities must lie in [0, 1] with mask + random <= 1")

@@ -23,6 +23,7 @@ def test_a_pair_run_measures_and_is_reused(real_data, tmp_path):
     low, high = first.aux["interval"]
     assert first.aux["task"] == "sop" and first.aux["pairs"] >= 60 and 0 <= low <= first.aux["accuracy"] <= high <= 1
     assert first.mlm["targets"] > 0 and first.rtd is None
+    assert first.mlm["loss_sd"] > 0 and 0 < first.mlm["unigram"]["accuracy"] < 1  # the loss's interval, the floor
     assert set(first.probe) == {"cls", "mean"} and first.probe["cls"]["train_rows"] == 300
     assert first.parameters > first.encoder_parameters  # the pair head is not part of the kept BERT
     again = run_variant("mlm+sop", **options)

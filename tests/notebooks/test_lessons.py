@@ -186,3 +186,8 @@ def test_lesson_4_prints_what_its_run_measured(data_dir):
     hurt = ", ".join(t["a"] for t in significant if t["difference"] < 0) or "no row"
     assert f"this run: pretraining helps, beyond the noise, in: {helped}\n" in text
     assert f"this run: the scratch model is ahead, beyond the noise, of: {hurt}\n" in text
+    from bertcourse.training.compare_report import collapse_note  # a row that collapsed to one class is named
+
+    for row in results["rows"]:
+        note = collapse_note(row)
+        assert note is None or note in text, note

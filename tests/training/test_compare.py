@@ -325,3 +325,29 @@ def test_a_run_folder_from_other_settings_is_refused_with_its_path(quick_compare
     err = capsys.readouterr().err
     assert code == 2 and str(folder) in err and "other settings" in err and "Traceback" not in err
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_a_public_checkpoint_adds_rows_tests_and_an_estimated_cost(quick_compare, tmp_path, data_dir):
+    """A save_pretrained checkpoint as a public row: the course's runs reused, its three regimes trained the
+    same way, tested against the course's pretrained row of its arch, its cost marked as not known."""
+    from hf_support import tiny_bert
+
+    base, uninterrupted = quick_compare
+    runs = tmp_path / "runs"
+    shutil.copytree(base / "runs", runs)
+    folder = tiny_bert(tmp_path / "tiny")
+    results = C.compare(PROFILE, out=tmp_path / "results", runs_dir=runs, data_dir=data_dir, progress=False,
+                        public=[str(folder)])
+    public = [r for r in results["rows"] if r.get("public")]
+    assert [r["regime"] for r in public] == list(C.REGIMES) and all(r["name"].startswith("hf-tiny ") for r in public)
+    assert all(set(r) >= set(results["rows"][0]) for r in public)  # the course rows' fields, and more
+    kinds = [t["kind"] for t in results["tests"]]
+    assert kinds.count("public vs course") == 3 and len(kinds) == 15
+    assert {(t["a"], t["b"]) for t in results["tests"] if t["kind"] == "public vs course"} == {
+        (f"hf-tiny {r} pretrained", f"bert {r} pretrained") for r in C.REGIMES}
+    course_rows = [r for r in results["rows"] if not r.get("public")]
+    assert _without_timing(course_rows) == _without_timing(uninterrupted["rows"])
+    assert results["public"]["checkpoints"]["hf-tiny"]["tokens_seen"] is None
+    markdown = (tmp_path / "results" / "results.md").read_text()
+    assert "hf-tiny (BERT, public)" in markdown and "ESTIMATES from the published recipe" in markdown

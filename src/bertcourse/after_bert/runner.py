@@ -64,7 +64,7 @@ from bertcourse.run_folders import run_folder, runs_dir
 from bertcourse.training.devices import autocast_dtype, pick_device, precision_name
 from bertcourse.training.finetune import SST2Rows, encode_sst2, pooled_features, scores
 from bertcourse.training.flops import step_flops
-from bertcourse.training.heldout import evaluate
+from bertcourse.training.heldout import evaluate, target_losses, unigram_baseline
 from bertcourse.training.objectives import MaskedLM, Objective
 from bertcourse.training.optim import adamw, lr_factor
 from bertcourse.training.packing import PackedData, batch_indices, pack_sentences, tokenize, tokenize_prefix
@@ -99,7 +99,7 @@ class VariantResult:
     encoder_parameters: int  # those of the model kept afterwards (what the probe reads)
     flops_per_step: int
     train_seconds: float
-    mlm: dict[str, float] | None  # held-out {"loss", "accuracy", "targets"}
+    mlm: dict[str, Any] | None  # held-out {"loss", "accuracy", "targets", "loss_sd", "unigram": {"loss", "accuracy"}}
     aux: dict[str, Any] | None  # {"task", "accuracy", "interval", "pairs"} (NSP / SOP)
     rtd: dict[str, float] | None  # ELECTRA's held-out replaced-token detection
     generator_mlm: dict[str, float] | None  # ELECTRA's generator on the held-out masks
@@ -269,6 +269,17 @@ def pair_accuracy(model: BertWithPairHead, rows: PairData, device: torch.device,
             "interval": [interval.low, interval.high], "pairs": len(rows)}
 
 
+def mlm_scores(model: nn.Module, shared: CourseData, budget: int, device: torch.device) -> dict[str, Any]:
+    """Held-out masked-LM loss and accuracy, the per-target loss's sd (for an interval on the loss) and the
+    unigram model's loss and accuracy on the same targets (its accuracy is the frequent-token level: always
+    predicting the corpus's most frequent token)."""
+    losses = target_losses(model, shared.heldout, device)
+    unigram = unigram_baseline(shared.packed(budget), shared.heldout, len(shared.tokenizer), "bert",
+                               shared.tokenizer.all_special_ids)
+    return {**evaluate(model, shared.heldout, device), "loss_sd": float(losses.std()) if len(losses) > 1 else None,
+            "unigram": {"loss": unigram["loss"], "accuracy": unigram["accuracy"]}}
+
+
 def _loss_of(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     out = model(**batch)
     return out.loss, getattr(out, "parts", None) or {"mlm": out.loss}
@@ -347,7 +358,7 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
     result = VariantResult(
         variant=variant, profile=shared.profile, steps=train_steps, parameters=count_parameters(model),
         encoder_parameters=count_parameters(kept_encoder(model)), flops_per_step=flops, train_seconds=seconds,
-        mlm=evaluate(scorer, shared.heldout, torch_device) if scorer is not None else None,
+        mlm=mlm_scores(scorer, shared, budget, torch_device) if scorer is not None else None,
         aux=pair_accuracy(model, held_pairs, torch_device, seed) if isinstance(model, BertWithPairHead) else None,
         rtd=rtd_evaluate(model, shared.heldout, torch_device) if isinstance(model, Electra) else None,
         generator_mlm=evaluate(model.generator, shared.heldout, torch_device) if isinstance(model, Electra) else None,
@@ -466,5 +477,5 @@ __all__ = [
     "LESSON_ID", "RESULT_FORMAT", "VARIANTS", "AfterBertError", "VariantResult", "build_variant_model", "kept_encoder",
     "mlm_model", "CourseData", "course_data", "linear_probe", "pair_accuracy", "training_flops", "run_variant",
     "train", "write_result", "read_result", "result_from_summary", "results_table", "measured_results",
-    "corpus_documents",
+    "corpus_documents", "mlm_scores",
 ]

@@ -10,7 +10,11 @@
    stopped, and a folder holding other settings is refused with its path;
 3. two baselines on the same training rows: the majority class and TF-IDF + logistic regression
    (`bertcourse.evaluation.fit_tfidf_baseline`, unigrams, the lesson 5 recipe);
-4. the statistics, the report and three figures.
+4. optionally (`public=`, `--public`), the published checkpoints of course.yml's `public_checkpoints`
+   (BERT-Tiny, BERT-Mini, Pythia-14M) or any transformers checkpoint, fine-tuned by exactly the same runs
+   with their own tokenizers (`bertcourse.training.hf_checkpoints`): one row per regime, tested against the course's
+   pretrained row of the same arch and regime. A hub that cannot be reached leaves them out with ONE notice;
+5. the statistics, the report and three figures.
 
 The statistics. Every row (model x regime x init) holds K seeds, all scored on the same 872 validation
 sentences. Per-seed scores (accuracy, macro-F1, MCC) come from `bertcourse.metrics` through
@@ -87,6 +91,7 @@ RESULTS_FIELDS = {
     "statistics": "plain-language description of the interval and of the paired test",
     "rows": "one per arch x regime x init: accuracy/macro_f1/mcc {per_seed, mean, sd}, accuracy.interval "
             "[low, high] (seed-averaged, sentences resampled), confusion [[TN, FP], [FN, TP]] summed over seeds, "
+            "predicted_positive (each seed's share of sentences predicted positive: 0 or 1 is a collapsed run), "
             "trainable_parameters, parameters, finetune_seconds {per_seed, mean}, runs [{seed, folder, "
             "curve: {step, accuracy}}]",
     "baselines": "majority class and TF-IDF + LR on the same rows, in the rows' shape (one 'seed')",
@@ -95,6 +100,10 @@ RESULTS_FIELDS = {
                    "estimated as steps x batch x max_seq_len), train_seconds, flops, held-out loss and accuracy",
     "flops_formula": "how `pretraining.*.flops` is estimated",
     "anchors": "published and measured reference accuracies (split says which)",
+    "public": "the public checkpoints asked for (--public): requested, skipped (hub unreachable), notice, and by "
+              "name their pretraining cost: checkpoint, arch, model_type, parameters (counted), body/head "
+              "parameters, tokens_seen and flops ESTIMATED from the paper's recipe (recipe, source, data, "
+              "differences); their rows are in `rows` with `public` (the name) and `checkpoint` set",
     "timing": "wall seconds of this compare call (fine-tuning, pretraining, total)",
     "fields": "this description",
 }
@@ -112,11 +121,12 @@ class RunSpec:
     regime: str
     init: str
     seed: int
+    public: str | None = None  # a public checkpoint's name (its rows: `run_public`)
 
     @property
     def row(self) -> str:
         """The label of its row in the results table: the runs that differ only in seed share it."""
-        return f"{self.arch} {self.regime} {self.init}"
+        return f"{self.public or self.arch} {self.regime} {self.init}"
 
     def folder(self, runs_dir: Path, profile: str) -> Path:
         """`RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN`, the name `bertcourse finetune` gives it."""
@@ -212,7 +222,8 @@ def _row(name: str, labels: np.ndarray, predicted: np.ndarray, per_seed: list[di
     accuracy = _spread([s["accuracy"] for s in per_seed])
     accuracy["interval"] = seed_averaged_interval(correct, counts)
     return {"name": name, **extra, "accuracy": accuracy, "macro_f1": _spread([s["macro_f1"] for s in per_seed]),
-            "mcc": _spread([s["mcc"] for s in per_seed]), "confusion": _confusion(labels, predicted)}
+            "mcc": _spread([s["mcc"] for s in per_seed]), "confusion": _confusion(labels, predicted),
+            "predicted_positive": [float(np.mean(row == 1)) for row in np.atleast_2d(predicted)]}
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -317,11 +328,107 @@ STATISTICS_TEST = (
     "all the tests.")
 
 
+def resolve_public(requested: list[str] | tuple[str, ...], course: Any) -> list[tuple[str, str, Any]]:
+    """(name, spec, course.yml entry or None) for each requested name: a name of `public_checkpoints`, `hf:ORG/NAME`
+    or a save_pretrained folder; `[]`-like "all" is the caller's (an empty list asks for nothing)."""
+    from bertcourse.training.hf_checkpoints import is_hf_spec, parse_spec
+
+    chosen = []
+    for item in requested:
+        entry = course.public_checkpoints.get(item)
+        if entry is not None:
+            chosen.append((item, entry.spec, entry))
+            continue
+        known = next((name for name, e in course.public_checkpoints.items() if e.spec == item), None)
+        if known is not None:
+            chosen.append((known, item, course.public_checkpoints[known]))
+        elif is_hf_spec(item):
+            chosen.append((parse_spec(item).slug, item, None))
+        else:
+            raise CompareError(f"--public {item!r}: neither a name in course.yml's public_checkpoints "
+                               f"({', '.join(course.public_checkpoints)}) nor hf:ORG/NAME nor a save_pretrained folder")
+    return chosen
+
+
+def public_cost(entry: Any, info: dict[str, Any], select_prob: float) -> dict[str, Any]:
+    """A public checkpoint's pretraining cost as `FLOPS_FORMULA` counts the course's, its parameters counted
+    from the loaded model and its tokens from the paper's recipe (course.yml): an ESTIMATE, said so. The
+    head is the vocab x d_model output matrix (plus BERT's d x d transform), which the base model lacks."""
+    config = info["config"]
+    d = config.get("hidden_size") or config.get("n_embd")
+    vocab = config["vocab_size"]
+    body = info["parameters"] - info["embedding_parameters"]
+    head = vocab * d + (d * d + 2 * d + vocab if info["arch"] == "bert" else 0)
+    share = select_prob if info["arch"] == "bert" else 1.0
+    tokens = entry.tokens_seen if entry is not None else None
+    return {
+        "checkpoint": info["checkpoint"], "arch": info["arch"], "model_type": info["model_type"],
+        "revision": info["revision"], "parameters": info["parameters"], "body_parameters": body,
+        "head_parameters": head, "head_share": share, "tokens_seen": tokens,
+        "flops": 6.0 * tokens * (body + share * head) if tokens else None, "estimate": True,
+        "recipe": entry.recipe if entry is not None else "not known (not in course.yml's public_checkpoints)",
+        "source": entry.source if entry is not None else None, "data": entry.data if entry is not None else None,
+        "differences": entry.differences if entry is not None else None,
+    }
+
+
+def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, runs_dir: Path, *, spec: Any,
+               select_prob: float, data_dir: Any, source: str, device: str | None, precision: str,
+               progress: bool, after_run: Callable[[RunSpec, Any], None] | None = None,
+               max_steps: int | None = None) -> tuple[dict[str, Any], dict[RunSpec, tuple[dict, np.ndarray, Path]]]:
+    """Fine-tune every regime x seed of each public checkpoint exactly as the course's rows (same training rows,
+    same 872 sentences, same folders' format). Returns ({"requested", "skipped", "notice", "checkpoints"}, the
+    finished runs by RunSpec); hub checkpoints that cannot be reached are skipped with ONE notice line.
+    `max_steps` stops each run early (tests), as `FinetuneOptions.max_steps`."""
+    from bertcourse.training.finetune import FinetuneOptions, default_out_dir, encode_sst2, finetune
+    from bertcourse.training.hf_checkpoints import HubUnreachable, load_pretrained
+
+    summary: dict[str, Any] = {"requested": [name for name, _, _ in chosen], "skipped": [], "notice": None,
+                               "checkpoints": {}}
+    finished: dict[RunSpec, tuple[dict, np.ndarray, Path]] = {}
+    reasons = []
+    for name, checkpoint, entry in chosen:
+        try:
+            _, tokenizer, info = load_pretrained(checkpoint)
+        except HubUnreachable as exc:
+            summary["skipped"].append(name)
+            reasons.append(str(exc))
+            continue
+        if entry is not None and entry.arch != info["arch"]:
+            raise CompareError(f"course.yml public_checkpoints.{name}: arch {entry.arch} but {checkpoint} is a "
+                               f"{info['model_type']} ({info['arch']})")
+        summary["checkpoints"][name] = public_cost(entry, info, select_prob)
+        data = encode_sst2(tokenizer, spec, data_dir=data_dir, source=source)
+        for regime in REGIMES:
+            for seed in range(seeds):
+                run = RunSpec(info["arch"], regime, "pretrained", seed, public=name)
+                options = FinetuneOptions(regime=regime, init="pretrained", seed=seed, profile=profile,
+                                          pretrained=checkpoint, data_dir=data_dir, source=source, device=device,
+                                          precision=precision, progress=False, max_steps=max_steps)
+                options.out_dir = runs_dir / default_out_dir(options, profile).name
+                result = finetune(options, data=data)
+                finished[run] = (result.metrics, _predicted(options.out_dir), options.out_dir)
+                if progress:
+                    how = "reused" if result.model is None else f"{result.metrics['train_seconds']:.0f} s"
+                    print(f"{run.row} seed {seed}: accuracy {result.metrics['accuracy']:.3f} ({how}) {options.out_dir}")
+                if after_run is not None:
+                    after_run(run, result)
+    if summary["skipped"]:
+        summary["notice"] = (f"notice: the public checkpoints {', '.join(summary['skipped'])} are left out "
+                             f"({reasons[0].split(': ', 1)[-1]})")
+        print(summary["notice"])
+    return summary, finished
+
+
 def compare(profile: str | None = None, seeds: int | None = None, out: str | Path | None = None, *,
             runs_dir: str | Path | None = None, data_dir: str | Path | None = None, source: str = "auto",
             device: str | None = None, precision: str = "auto", progress: bool = True,
-            after_run: Callable[[RunSpec, Any], None] | None = None) -> dict[str, Any]:
+            after_run: Callable[[RunSpec, Any], None] | None = None,
+            public: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Run (or resume) the whole experiment and write its report; returns results.json's content.
+
+    `public`: public checkpoints to add as rows (names of course.yml's `public_checkpoints`, hf:ORG/NAME or
+    save_pretrained folders; none by default, so that an offline compare never reaches for the hub).
 
     `runs_dir` holds the pretraining and fine-tuning folders (tests pass a temporary one); `out` the report
     (default results/sst2-PROFILE). `after_run(spec, result)` is called after every fine-tuning run, reused
@@ -378,6 +485,11 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
             bar.update(1)
             if after_run is not None:
                 after_run(run, result)
+    chosen = resolve_public(list(public), course)
+    public_summary, public_runs = run_public(
+        chosen, profile, seeds, runs_dir, spec=spec, select_prob=course.masking.select_prob, data_dir=data_dir,
+        source=source, device=device, precision=precision, progress=progress, after_run=after_run)
+    finished.update(public_runs)
     finetuned_seconds = time.perf_counter() - began - pretrained_seconds
 
     labels = data["bert"].validation_labels.numpy()
@@ -398,9 +510,29 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
                            "curve": {"step": m["history"]["eval_step"], "accuracy": m["history"]["eval_accuracy"]}}
                           for r, m in zip(runs, metrics)],
                 ))
+    for name, checkpoint, _ in chosen:
+        if name not in public_summary["checkpoints"]:
+            continue
+        arch = public_summary["checkpoints"][name]["arch"]
+        for regime in REGIMES:
+            runs = [r for r in public_runs if r.public == name and r.regime == regime]
+            metrics = [finished[r][0] for r in runs]
+            predicted = np.stack([finished[r][1] for r in runs])
+            correct[runs[0].row] = predicted == labels[None]
+            rows.append(_row(
+                runs[0].row, labels, predicted, metrics, counts, arch=arch, regime=regime, init="pretrained",
+                public=name, checkpoint=checkpoint,
+                trainable_parameters=metrics[0]["trainable_parameters"], parameters=metrics[0]["parameters"],
+                finetune_seconds=_spread([m["train_seconds"] for m in metrics]),
+                runs=[{"seed": r.seed, "folder": str(finished[r][2]),
+                       "curve": {"step": m["history"]["eval_step"], "accuracy": m["history"]["eval_accuracy"]}}
+                      for r, m in zip(runs, metrics)],
+            ))
     pairs = [(f"bert {regime} {init}", f"gpt {regime} {init}", "bert vs gpt") for init in INITS for regime in REGIMES]
     pairs += [(f"{arch} {regime} pretrained", f"{arch} {regime} scratch", "pretrained vs scratch")
               for arch in ARCHS for regime in REGIMES]
+    pairs += [(f"{name} {regime} pretrained", f"{cost['arch']} {regime} pretrained", "public vs course")
+              for name, cost in public_summary["checkpoints"].items() for regime in REGIMES]
     tests = [{"kind": kind, "a": a, "b": b, **paired_seed_bootstrap(correct[a], correct[b], counts)}
              for a, b, kind in pairs]
     for test, adjusted in zip(tests, holm([t["p"] for t in tests])):
@@ -418,6 +550,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
         "pretraining": cost,
         "flops_formula": FLOPS_FORMULA,
         "anchors": ANCHORS,
+        "public": public_summary,
         "fields": RESULTS_FIELDS,
         "timing": {"pretraining_seconds": round(pretrained_seconds, 1),
                    "finetuning_seconds": round(finetuned_seconds, 1),
@@ -444,9 +577,14 @@ def load_results(folder: str | Path) -> dict[str, Any]:
 
 def compare_command(args: Any) -> int:
     """`bertcourse compare`: the experiment end to end; prints the table and where the report is."""
+    from bertcourse.course import load_course
+
+    public = getattr(args, "public", None)
+    if public is not None and not public:  # `--public` alone: every checkpoint course.yml lists
+        public = list(load_course().public_checkpoints)
     results = compare(args.profile, seeds=args.seeds, out=args.out, runs_dir=args.runs_dir, data_dir=args.data_dir,
                       source=args.source, device=args.device, precision=args.precision,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, public=public or ())
     out = Path(args.out) if args.out else Path("results") / f"sst2-{results['profile']}"
     table = results_markdown(results).split("\n## ")[0].split("\n", 2)[2]
     print(table.rstrip())
@@ -457,6 +595,6 @@ def compare_command(args: Any) -> int:
 
 __all__ = [
     "ANCHORS", "COMPARE_FORMAT", "CompareError", "RESULTS_FIELDS", "RunSpec", "compare", "compare_command",
-    "ensure_pretrained", "holm", "load_results", "paired_seed_bootstrap", "pretraining_cost", "run_plan",
-    "seed_averaged_interval", "sentence_resamples",
+    "ensure_pretrained", "holm", "load_results", "paired_seed_bootstrap", "pretraining_cost", "public_cost",
+    "resolve_public", "run_plan", "run_public", "seed_averaged_interval", "sentence_resamples",
 ]

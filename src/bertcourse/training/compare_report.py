@@ -67,11 +67,30 @@ def _table_line(row: dict) -> str:
     low, high = acc["interval"]
     f1_sd = "" if f1["sd"] is None else f" ± {f1['sd']:.3f}"
     mcc_sd = "" if mcc["sd"] is None else f" ± {mcc['sd']:.3f}"
-    model = (f"{row['name']} | - | -" if row["arch"] == "baseline"
-             else f"{row['arch'].upper()} | {row['regime']} | {row['init']}")
+    if row["arch"] == "baseline":
+        model = f"{row['name']} | - | -"
+    elif row.get("public"):  # a public checkpoint's row
+        model = f"{row['public']} ({row['arch'].upper()}, public) | {row['regime']} | {row['init']}"
+    else:
+        model = f"{row['arch'].upper()} | {row['regime']} | {row['init']}"
     seconds = seconds_text(row["finetune_seconds"]["mean"])
     return (f"| {model} | {_pct(acc['mean'])}{sd} | {_pct(low)}-{_pct(high)} | {f1['mean']:.3f}{f1_sd} | "
             f"{mcc['mean']:.3f}{mcc_sd} | {row['trainable_parameters']:,} | {seconds} |")
+
+
+def _public_notes(results: dict) -> list[str]:
+    """The paragraphs under the cost table for public checkpoints: what is counted, what is estimated."""
+    public = results.get("public") or {}
+    lines = []
+    for name, c in public.get("checkpoints", {}).items():
+        lines += ["", f"{name} ({c['checkpoint']}): the course did not train it. Parameters counted from the loaded "
+                  f"model (body {c['body_parameters']:,}, head {c['head_parameters']:,}, f = {c['head_share']:g}; the "
+                  "head is the output matrix its base model lacks); tokens and FLOPs are ESTIMATES from the published "
+                  f"recipe: {c['recipe']} (source: {c['source'] or 'none'}). Data: {c['data'] or 'not known'}. "
+                  f"Differences: {c['differences'] or 'not recorded'}."]
+    if public.get("notice"):
+        lines += ["", public["notice"]]
+    return lines
 
 
 def results_markdown(results: dict) -> str:
@@ -89,6 +108,11 @@ def results_markdown(results: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_table_line(row) for row in results["rows"] + results["baselines"]]
+    collapsed = [line for line in (collapse_note(row) for row in results["rows"]) if line]
+    if collapsed:
+        lines += ["", "Collapsed to one class (a row whose seeds predict one label for ~all sentences has learned "
+                  "nothing the accuracy can show; any test it wins or loses says only that):", ""]
+        lines += [f"- {line}" for line in collapsed]
     lines += ["", f"Interval: {results['statistics']['interval']}", "",
               "## Paired tests", "",
               "| comparison | a - b (points) | 95% interval | p | p (Holm) |", "|---|---|---|---|---|"]
@@ -105,9 +129,16 @@ def results_markdown(results: dict) -> str:
         lines.append(f"| {arch.upper()} | {c['parameters']:,} | {c['steps']:,} | {tokens} | "
                      f"{seconds_text(c['train_seconds'])} | {_si(c['flops'])} | {c['heldout_loss']:.3f} | "
                      f"{_pct(c['heldout_accuracy'])}% |")
+    public = (results.get("public") or {}).get("checkpoints", {})
+    for name, c in public.items():
+        tokens = "not known" if c["tokens_seen"] is None else f"~{c['tokens_seen']:,.0f} (estimate)"
+        flops = "not known" if c["flops"] is None else f"~{_si(c['flops'])} (estimate)"
+        lines.append(f"| {name} ({c['arch'].upper()}, public) | {c['parameters']:,} | - | {tokens} | - | {flops} "
+                     "| - | - |")
     lines += ["", FLOPS_FORMULA + " Body/head parameters: " + "; ".join(
         f"{arch.upper()} {c['body_parameters']:,} / {c['head_parameters']:,} (f = {c['head_share']:g})"
         for arch, c in results["pretraining"].items()) + ".",
+        *_public_notes(results),
         "", "## Anchors", "", "| reference | accuracy (%) | split | source |", "|---|---|---|---|"]
     lines += [f"| {a['name']} | {_pct(a['accuracy'])} | {a['split']} | {a['source']} |" for a in results["anchors"]]
     lines += ["", "GLUE's SST-2 test labels are hidden: the published numbers are test-set scores and the table's are "
@@ -127,12 +158,77 @@ def results_table(results: dict) -> Any:
     import pandas as pd
 
     return pd.DataFrame([{
-        "model": row["arch"] if row["arch"] != "baseline" else row["name"], "regime": row["regime"],
+        "model": row["name"] if row["arch"] == "baseline" else row.get("public") or row["arch"],
+        "regime": row["regime"],
         "init": row["init"], "accuracy": row["accuracy"]["mean"], "sd": row["accuracy"]["sd"],
         "interval low": row["accuracy"]["interval"][0], "interval high": row["accuracy"]["interval"][1],
         "macro-F1": row["macro_f1"]["mean"], "MCC": row["mcc"]["mean"],
         "trainable params": row["trainable_parameters"], "seconds / run": row["finetune_seconds"]["mean"],
     } for row in results["rows"] + results["baselines"]])
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+COLLAPSE_SHARE = 0.99  # a seed that gives one label to at least this share of the sentences has collapsed
+
+
+def predicted_positive(row: dict) -> list[float]:
+    """Each seed's share of sentences predicted positive (`predicted_positive` in rows written since it was
+    recorded; else the pooled share from the confusion matrix, one value for all seeds)."""
+    if row.get("predicted_positive") is not None:
+        return list(row["predicted_positive"])
+    (_, fp), (_, tp) = row["confusion"]
+    return [(fp + tp) / max(1, sum(map(sum, row["confusion"])))]
+
+
+def collapsed_seeds(row: dict, share: float = COLLAPSE_SHARE) -> list[tuple[int, str, float]]:
+    """(seed index, label, share) of every seed that predicts one label for >= `share` of the sentences."""
+    out = []
+    for k, positive in enumerate(predicted_positive(row)):
+        if max(positive, 1 - positive) >= share:
+            out.append((k, "positive" if positive >= 0.5 else "negative", max(positive, 1 - positive)))
+    return out
+
+
+def collapse_note(row: dict) -> str | None:
+    """A sentence naming a collapsed row (all or some of its seeds predict one class), None if none did."""
+    seeds = collapsed_seeds(row)
+    if not seeds:
+        return None
+    total = len(predicted_positive(row))
+    labels = sorted({label for _, label, _ in seeds})
+    which = "every seed" if len(seeds) == total else f"{len(seeds)} of {total} seeds"
+    verb = "predicts" if len(seeds) == 1 or len(seeds) == total else "predict"
+    return (f"{row['name']}: {which} {verb} {' or '.join(labels)} for at least "
+            f"{100 * min(s for _, _, s in seeds):.1f}% of the sentences (MCC {row['mcc']['mean']:.3f}): collapsed "
+            "to one class")
+
+
+def pretraining_verdicts(results: dict) -> list[str]:
+    """What the pretrained-vs-scratch tests say, in words, with collapsed rows named: the verdict is the
+    paired test of accuracy (the measure the lesson discusses) after Holm's correction, and a row that
+    collapsed to one class is said to have collapsed, so that "scratch is ahead" is not read as "pretraining
+    hurt" when the pretrained run learned nothing."""
+    rows = {r["name"]: r for r in results["rows"]}
+    lines, helped, hurt = [], [], []
+    for test in results["tests"]:
+        if test["kind"] != "pretrained vs scratch" or test["p_holm"] >= 0.05:
+            continue
+        (helped if test["difference"] > 0 else hurt).append(test)
+    lines.append("pretraining helps, beyond the noise, in: " + (", ".join(t["a"] for t in helped) or "no row"))
+    lines.append("the scratch model is ahead, beyond the noise, of: " + (", ".join(t["a"] for t in hurt) or "no row"))
+    for test in helped + hurt:
+        loser = rows[test["b"] if test in helped else test["a"]]
+        note = collapse_note(loser)
+        if note:
+            lines.append(f"  why {test['a']} vs {test['b']}: {note}; the gap measures that collapse, not what "
+                         "pretraining taught")
+    named = {t["a"] for t in helped + hurt} | {t["b"] for t in helped + hurt}
+    for row in results["rows"]:
+        note = collapse_note(row)
+        if note and row["name"] not in named:
+            lines.append(f"  also collapsed: {note}")
+    return lines
 
 
 # ----------------------------------------------------------------------------- figures
@@ -152,7 +248,8 @@ def plot_accuracy(results: dict, fig: Any = None, path: str | Path | None = None
     as lines. Draws on `fig` or a new `Figure`; saves to `path` if given."""
     fig = _figure(fig, (11, 4))
     axes = fig.subplots(1, len(REGIMES), sharey=True)
-    rows = {(r["arch"], r["regime"], r["init"]): r for r in results["rows"]}
+    rows = {(r["arch"], r["regime"], r["init"]): r for r in results["rows"] if not r.get("public")}
+    public = sorted({r["public"] for r in results["rows"] if r.get("public")})
     jitter = np.random.default_rng(0)
     for ax, regime in zip(axes, REGIMES):
         for x, (arch, init) in enumerate(_COLOURS):
@@ -164,7 +261,15 @@ def plot_accuracy(results: dict, fig: Any = None, path: str | Path | None = None
             ax.scatter(x + 0.18 + jitter.uniform(-0.05, 0.05, len(seeds)), seeds, s=14, color="black", zorder=3)
         for baseline, style in zip(results["baselines"], (":", "--")):
             ax.axhline(baseline["accuracy"]["mean"], color="grey", ls=style, label=baseline["name"])
-        ax.set_xticks(range(len(_COLOURS)), [f"{a.upper()}\n{i}" for a, i in _COLOURS])
+        for k, name in enumerate(public):  # the public checkpoints after the course's four
+            row = next(r for r in results["rows"] if r.get("public") == name and r["regime"] == regime)
+            x, mean, (low, high) = len(_COLOURS) + k, row["accuracy"]["mean"], row["accuracy"]["interval"]
+            ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt="s", ms=8, capsize=5,
+                        color=f"C{4 + k}", label=f"{name} (public)")
+            seeds = row["accuracy"]["per_seed"]
+            ax.scatter(x + 0.18 + jitter.uniform(-0.05, 0.05, len(seeds)), seeds, s=14, color="black", zorder=3)
+        ax.set_xticks(range(len(_COLOURS) + len(public)),
+                      [f"{a.upper()}\n{i}" for a, i in _COLOURS] + [f"{name}\npublic" for name in public])
         ax.set_title(f"{regime}")
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel(f"SST-2 validation accuracy ({results['validation_sentences']} sentences)")
@@ -181,7 +286,7 @@ def plot_learning_curves(results: dict, fig: Any = None, path: str | Path | None
     """Validation accuracy against the fine-tuning step, one panel per arch x regime, a line per seed."""
     fig = _figure(fig, (11, 6))
     axes = fig.subplots(len(ARCHS), len(REGIMES), sharey=True, squeeze=False)
-    rows = {(r["arch"], r["regime"], r["init"]): r for r in results["rows"]}
+    rows = {(r["arch"], r["regime"], r["init"]): r for r in results["rows"] if not r.get("public")}
     majority = results["baselines"][0]["accuracy"]["mean"]
     for i, arch in enumerate(ARCHS):
         for j, regime in enumerate(REGIMES):
@@ -233,5 +338,6 @@ def plot_confusion_matrices(results: dict, fig: Any = None, path: str | Path | N
 
 
 
-__all__ = ["ARCHS", "FLOPS_FORMULA", "INITS", "REGIMES", "plot_accuracy", "plot_confusion_matrices",
-           "plot_learning_curves", "results_markdown", "results_table", "seconds_text", "write_results"]
+__all__ = ["ARCHS", "COLLAPSE_SHARE", "FLOPS_FORMULA", "INITS", "REGIMES", "collapse_note", "collapsed_seeds",
+           "plot_accuracy", "plot_confusion_matrices", "plot_learning_curves", "predicted_positive",
+           "pretraining_verdicts", "results_markdown", "results_table", "seconds_text", "write_results"]

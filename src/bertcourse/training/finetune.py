@@ -8,6 +8,12 @@ writes `runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN/`:
   settings and the key they hash to (written last: its presence means the run finished);
 - `predictions.tsv`: one line per validation sentence (label, prediction, P(positive), sentence).
 
+The pretrained encoder is the course's own pretraining checkpoint, or a transformers checkpoint
+(`--pretrained hf:ORG/NAME` or a folder written by `save_pretrained`, `bertcourse.training.hf_checkpoints`) read
+with its own tokenizer: everything else (pooling, regimes, seeds, scores, the run folder) is the same, so
+its row differs only in where the weights came from. `--init scratch` with such a checkpoint trains
+the same architecture from random weights.
+
 A finished folder with the same key is reused instead of trained again (what lets a killed `compare`
 resume); a folder written with other settings is refused with its path. The numbers (batch, epochs,
 learning rate by regime, rows) come from the profile's `finetune:` block in course.yml. Every run
@@ -27,6 +33,7 @@ settings (and key) when it is above one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -61,6 +68,15 @@ from bertcourse.training.checkpoint import (
 )
 from bertcourse.training.devices import autocast_dtype, precision_name
 from bertcourse.training.distributed import Processes, is_main_process
+from bertcourse.training.hf_checkpoints import (
+    HFEncoder,
+    encoder_from_saved,
+    is_hf_spec,
+    parse_spec,
+    random_like,
+    saved_encoder,
+)
+from bertcourse.training.hf_checkpoints import load_pretrained as load_hf
 from bertcourse.training.optim import adamw, linear_schedule
 from bertcourse.training.packing import tokenize_sentences
 
@@ -78,13 +94,13 @@ class FinetuneError(BertcourseError):
 class FinetuneOptions:
     """One fine-tuning run; what is not here comes from the profile's `finetune:` block."""
 
-    arch: str = "bert"
+    arch: str | None = None  # bert or gpt; default bert, or what a transformers checkpoint is
     regime: str = "full"  # full, probe or lora
     init: str = "pretrained"  # pretrained: the pretraining checkpoint's weights; scratch: random ones
     seed: int = 0
     profile: str | None = None  # resolve_profile's rule
     pooling: str | None = None  # default: cls for the BERT, last for the GPT
-    pretrained: str | Path | None = None  # default runs/pretrain-ARCH-PROFILE/checkpoint.pt
+    pretrained: str | Path | None = None  # default runs/pretrain-ARCH-PROFILE/checkpoint.pt; or hf:ORG/NAME, a folder
     out_dir: str | Path | None = None  # default runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN
     data_dir: str | Path | None = None
     source: str = "auto"
@@ -118,7 +134,12 @@ class FinetuneResult:
 
 def sentence_rows(tokenizer: Any, texts: list[str], max_seq_len: int) -> list[list[int]]:
     """Token-id rows `[CLS] ... [SEP]` of at most `max_seq_len` (longer sentences cut): what a classifier reads
-    (`encode_sst2` and `bertcourse evaluate` both encode through it, so a saved model sees its training format)."""
+    (`encode_sst2` and `bertcourse evaluate` both encode through it, so a saved model sees its training format).
+    A tokenizer without [CLS]/[SEP] (a public decoder's) adds its own special tokens, as it was pretrained."""
+    if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+        from bertcourse.training.hf_checkpoints import encode_sentences
+
+        return encode_sentences(tokenizer, texts, max_seq_len)
     cut = max_seq_len - 2
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     return [[cls, *ids[:cut], sep] for ids in tokenize_sentences(tokenizer, texts)]
@@ -144,9 +165,12 @@ def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | No
 
 
 def default_out_dir(options: FinetuneOptions, profile: str) -> Path:
-    """`RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN` (`run_folders`): one folder per setting, so a rerun
-    finds its run."""
-    return finetuning_folder(options.arch, options.regime, options.init, profile, options.seed)
+    """`RUNS/finetune-ARCH-REGIME-INIT-PROFILE-seedN` (`run_folders`): one folder per setting, so a rerun finds
+    its run; a transformers checkpoint's name stands for ARCH (`finetune-hf-ORG--NAME-...`)."""
+    model = options.arch or "bert"
+    if is_hf_spec(options.pretrained):
+        model = parse_spec(options.pretrained).slug
+    return finetuning_folder(model, options.regime, options.init, profile, options.seed)
 
 
 def default_pretrained(arch: str, profile: str) -> Path:
@@ -165,10 +189,31 @@ def _read_pretrained(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
     return load_checkpoint(path), digest.hexdigest()[:16]
 
 
+def _hf_starting_point(options: FinetuneOptions) -> tuple[dict, Any, dict]:
+    """A transformers checkpoint's config, tokenizer and {"encoder": its pretrained encoder, "described"}."""
+    encoder, tokenizer, info = load_hf(options.pretrained)
+    if options.arch is not None and options.arch != info["arch"]:
+        kind = "an encoder" if info["arch"] == "bert" else "a decoder"
+        raise FinetuneError(f"{info['checkpoint']} is {kind} ({info['model_type']}), pooled as --arch "
+                            f"{info['arch']}; leave --arch out or set it to {info['arch']}")
+    if options.regime == "lora" and not info["lora_targets"]:
+        raise FinetuneError(f"{info['checkpoint']}: peft knows no LoRA target modules for {info['model_type']}; "
+                            "use --regime full or probe")
+    described = {"checkpoint": info["checkpoint"] if info["source"] == "hub" else None, "path": info.get("path"),
+                 "model_type": info["model_type"], "revision": info["revision"], "digest": info["digest"]}
+    config = {"encoder": "transformers", "model_type": info["model_type"], "config": info["config"]}
+    return config, tokenizer, {"encoder": encoder, "info": info, "described": described}
+
+
 def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, source: str) -> tuple[dict, Any, dict]:
     """(model config dict, tokenizer, {"state": pretrained weights or None, "described": their identity or None})."""
+    if is_hf_spec(options.pretrained):
+        return _hf_starting_point(options)
     path = Path(options.pretrained) if options.pretrained else default_pretrained(options.arch, profile)
     if path.is_dir():
+        if not (path / CHECKPOINT_NAME).is_file() and options.pretrained:
+            raise FinetuneError(f"{path}: neither a course pretraining folder (no {CHECKPOINT_NAME}) nor a "
+                                "transformers checkpoint (no config.json)")
         path = path / CHECKPOINT_NAME
     if path.is_file():
         saved, digest = _read_pretrained(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
@@ -358,7 +403,9 @@ def scores(labels: Any, predicted: Any, *, seed: int = 0) -> dict[str, Any]:
 def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = None) -> FinetuneResult:
     """Run (or reuse) one fine-tuning run as `options` say. `data`: SST-2 already encoded (see compare)."""
     options = options or FinetuneOptions()
-    for name, value, allowed in (("arch", options.arch, ARCHITECTURES), ("regime", options.regime, REGIMES),
+    if not is_hf_spec(options.pretrained):
+        options = dataclasses.replace(options, arch=options.arch or "bert")
+    for name, value, allowed in (("arch", options.arch or "bert", ARCHITECTURES), ("regime", options.regime, REGIMES),
                                  ("init", options.init, INITS)):
         if value not in allowed:
             raise FinetuneError(f"--{name} must be one of {', '.join(allowed)}, got {value!r}")
@@ -367,14 +414,17 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     spec = course.profile(profile).finetuning()
     out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(options, profile)
     config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
-    config = ModelConfig.from_dict(config_dict)
+    hf = start.get("info")  # a transformers checkpoint's description, None for the course's models
+    if hf is not None:
+        options = dataclasses.replace(options, arch=hf["arch"])
+    config = start["encoder"].config if hf is not None else ModelConfig.from_dict(config_dict)
     if spec.max_seq_len > config.max_seq_len:
         raise FinetuneError(f"profile {profile}: finetune.max_seq_len {spec.max_seq_len} exceeds the model's "
                             f"max_seq_len {config.max_seq_len}")
     settings = {
         "format": FINETUNE_FORMAT, "arch": options.arch, "regime": options.regime, "init": options.init,
         "seed": options.seed, "profile": profile, "pooling": options.pooling, "finetune": asdict(spec),
-        "model_config": config.to_dict(), "max_steps": options.max_steps,
+        "model_config": config_dict if hf is not None else config.to_dict(), "max_steps": options.max_steps,
         "pretrained": start["described"] if options.init == "pretrained" else None,
         "tokenizer": hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
     }
@@ -398,9 +448,12 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     processes.start(batch_size)
     device = processes.device
     torch.manual_seed(options.seed)
-    encoder = build_model(config)
-    if options.init == "pretrained":
-        encoder.load_state_dict(start["state"])
+    if hf is not None:  # the checkpoint's weights, or its architecture freshly initialised (seeded above)
+        encoder = start["encoder"] if options.init == "pretrained" else random_like(hf)
+    else:
+        encoder = build_model(config)
+        if options.init == "pretrained":
+            encoder.load_state_dict(start["state"])
     model = build_classifier(encoder, options.regime, pooling=options.pooling, dropout=spec.dropout,
                              lora_rank=spec.lora_rank, lora_alpha=spec.lora_alpha).to(device)
     processes.reseed_dropout(options.seed)  # ranks above 0: their own dropout stream
@@ -429,18 +482,25 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     return FinetuneResult(out_dir, result, probabilities, model)
 
 
-def _write_run(out_dir: Path, model: SequenceClassifier, tokenizer: Any, config: ModelConfig,
+def _lora_settings(model: SequenceClassifier) -> dict[str, int]:
+    """The rank and alpha of the first LoRA layer in the encoder (all share them)."""
+    layer = next(m for m in model.encoder.modules() if isinstance(getattr(m, "r", None), dict) and "default" in m.r)
+    return {"rank": layer.r["default"], "alpha": layer.lora_alpha["default"]}
+
+
+def _write_run(out_dir: Path, model: SequenceClassifier, tokenizer: Any, config: Any,
                options: FinetuneOptions, data: SST2Rows, probabilities: np.ndarray, result: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics.json").unlink(missing_ok=True)  # unfinished until rewritten below
-    state = {"format": FINETUNE_FORMAT, "model_config": config.to_dict(), "regime": options.regime,
+    hf = isinstance(model.encoder, HFEncoder)
+    state = {"format": FINETUNE_FORMAT, "model_config": None if hf else config.to_dict(), "regime": options.regime,
              "pooling": model.pooling, "n_labels": model.classifier.out_features, "dropout": model.dropout.p,
-             "lora": {"rank": model.encoder.blocks[0].attention.qkv.r["default"],
-                      "alpha": model.encoder.blocks[0].attention.qkv.lora_alpha["default"]}
-             if options.regime == "lora" else None,
+             "lora": _lora_settings(model) if options.regime == "lora" else None,
              "max_seq_len": result["settings"]["finetune"]["max_seq_len"],
              "tokenizer": tokenizer.backend_tokenizer.to_str(),
              "weights": {k: v.cpu() for k, v in model.state_dict().items()}}
+    if hf:  # a transformers encoder: its architecture and its own tokenizer, to rebuild it without the hub
+        state["transformers"] = saved_encoder(model.encoder, tokenizer)
     save_checkpoint(out_dir / MODEL_NAME, state)
     lines = ["index\tlabel\tprediction\tp_positive\tsentence"] + [
         f"{i}\t{int(y)}\t{int(p.argmax())}\t{p[1]:.6f}\t{s}"
@@ -456,7 +516,11 @@ def load_classifier(path: str | Path, device: str | torch.device = "cpu") -> tup
                              error=FinetuneError,
                              missing="no fine-tuned classifier there (`bertcourse finetune` writes model.pt)")
     path = Path(path) / MODEL_NAME if Path(path).is_dir() else Path(path)
-    encoder = build_model(ModelConfig.from_dict(state["model_config"]))
+    if state.get("transformers"):
+        encoder, tokenizer = encoder_from_saved(state["transformers"])
+    else:
+        encoder = build_model(ModelConfig.from_dict(state["model_config"]))
+        tokenizer = tokenizer_from_json(state["tokenizer"])
     lora = state["lora"] or {}
     model = build_classifier(encoder, state["regime"], pooling=state["pooling"], dropout=state["dropout"],
                              lora_rank=lora.get("rank", 8), lora_alpha=lora.get("alpha", 16))
@@ -464,7 +528,7 @@ def load_classifier(path: str | Path, device: str | torch.device = "cpu") -> tup
         model.load_state_dict(state["weights"])
     except RuntimeError as exc:
         raise CheckpointError(f"{path}: the weights do not fit the saved model config ({exc})") from exc
-    return model.to(device).eval(), tokenizer_from_json(state["tokenizer"]), state
+    return model.to(device).eval(), tokenizer, state
 
 
 def finetune_command(args: Any) -> int:
@@ -481,7 +545,10 @@ def finetune_command(args: Any) -> int:
     m = result.metrics
     low, high = m["accuracy_interval"]
     reused = " (reused: the folder already held this run)" if result.model is None else ""
-    print(f"{options.arch} {options.regime} from {options.init}: SST-2 validation accuracy {m['accuracy']:.3f} "
+    name = result.metrics["settings"]["arch"]
+    if is_hf_spec(options.pretrained):
+        name = f"{options.pretrained} ({name})"
+    print(f"{name} {options.regime} from {options.init}: SST-2 validation accuracy {m['accuracy']:.3f} "
           f"(95% interval {low:.3f}-{high:.3f}), macro-F1 {m['macro_f1']:.3f}, MCC {m['mcc']:.3f}{reused}")
     print(f"wrote model.pt, metrics.json and predictions.tsv in {result.out_dir}")
     return 0

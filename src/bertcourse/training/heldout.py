@@ -52,6 +52,14 @@ def evaluate(model: torch.nn.Module, batches: Sequence[Batch], device: torch.dev
     return {"loss": total_loss / max(count, 1), "accuracy": correct / max(count, 1), "targets": count}
 
 
+def target_losses(model: torch.nn.Module, batches: Sequence[Batch], device: torch.device | str = "cpu") -> torch.Tensor:
+    """The cross-entropy of every target of `batches`, in order (their mean is `evaluate`'s loss; their spread
+    gives the loss an interval)."""
+    losses = [F.cross_entropy(logits.float(), targets, reduction="none").cpu()
+              for logits, targets in _predictions(model, batches, torch.device(device))]
+    return torch.cat(losses).double() if losses else torch.zeros(0, dtype=torch.float64)
+
+
 def target_hits(model: torch.nn.Module, batches: Sequence[Batch], device: torch.device | str = "cpu") -> torch.Tensor:
     """1.0 / 0.0 for every target of `batches`, in order: is the model's top prediction right?
 
@@ -103,4 +111,4 @@ def _token_counts(train: PackedData, vocab_size: int) -> np.ndarray:
     return counts
 
 
-__all__ = ["targets_of", "evaluate", "target_hits", "unigram_baseline"]
+__all__ = ["targets_of", "evaluate", "target_hits", "target_losses", "unigram_baseline"]
