@@ -236,3 +236,36 @@ def test_lesson_5_prose_has_no_measured_numbers():
     notebook = nbformat.read(ROOT / LESSON, as_version=4)
     prose = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     assert not re.search(r"\b0\.\d{2,}|\b872\b", prose)  # e.g. an accuracy, or the validation size
+
+
+def _write_run(folder, labels, predictions, sentences):
+    folder.mkdir(parents=True)
+    lines = ["index\tlabel\tprediction\tp_positive\tsentence"]
+    order = list(range(len(labels)))[::-1]  # written out of order: the loader sorts by index
+    lines += [f"{i}\t{labels[i]}\t{predictions[i]}\t0.5\t{sentences[i]}" for i in order]
+    (folder / "predictions.tsv").write_text("\n".join(lines) + "\n")
+
+
+def test_lesson_5_reads_every_seed_of_lesson_4s_runs(tmp_path):
+    import json
+
+    from bertcourse.evaluation import load_finetuned_predictions
+
+    labels, sentences = [1, 0, 1], ['a " quoted, review', "not good", "fine"]
+    results = tmp_path / "results" / "sst2-cpu"
+    results.mkdir(parents=True)
+    _write_run(tmp_path / "runs" / "a0", labels, [1, 1, 1], sentences)
+    _write_run(tmp_path / "runs" / "a1", labels, [0, 0, 1], sentences)
+    rows = [{"name": "majority class"},  # a baseline: no run folders
+            {"name": "bert full pretrained", "runs": [{"seed": 0, "folder": "runs/a0"},
+                                                      {"seed": 1, "folder": str(tmp_path / "runs" / "a1")}]}]
+    (results / "results.json").write_text(json.dumps({"rows": rows}))
+    loaded = load_finetuned_predictions(results)
+    assert loaded.labels == labels and loaded.sentences == sentences
+    assert loaded.rows == {"bert full pretrained": [[1, 1, 1], [0, 0, 1]]}
+
+    (tmp_path / "runs" / "a1" / "predictions.tsv").unlink()
+    with pytest.raises(FileNotFoundError, match="a1/predictions.tsv is not there .*seed 1"):
+        load_finetuned_predictions(results)
+    with pytest.raises(FileNotFoundError, match="results.json is not there"):
+        load_finetuned_predictions(tmp_path / "results" / "sst2-gpu")

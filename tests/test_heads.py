@@ -12,20 +12,29 @@ from bertcourse.classifier import SequenceClassifier
 from bertcourse.config import ModelConfig
 from bertcourse.heads import (
     IGNORE_INDEX,
+    TAG_NAMES,
     QuestionAnswering,
     SpanOutput,
     TokenClassifier,
     align_word_labels,
     answer_token_span,
+    batched,
     best_span,
+    bio_continuation,
     context_mask,
     encode_pairs,
     encode_question_context,
+    encode_question_windows,
     encode_tagged_words,
     extract_answers,
+    number_date_tags,
     span_to_chars,
+    train_head,
+    window_targets,
     word_predictions,
+    year_number_questions,
 )
+from bertcourse.metrics import entity_scores
 from bertcourse.model import build_model
 from bertcourse.tokenizer import train_tokenizer
 from bertcourse.training.checkpoint import tokenizer_from_json
@@ -248,3 +257,158 @@ def test_question_answering_head_and_answer_extraction(tokenizer):
     assert extract_answers(SpanOutput(None, start, end), batch, contexts) == ["Denver Broncos", "Levi's Stadium"]
     with pytest.raises(ValueError, match="both start_positions and end_positions"):
         model(batch["input_ids"], batch["attention_mask"], start_positions=torch.tensor([1, 1]))
+
+
+# ----------------------------------------------------------------------------- all pieces, B- -> I-, the toy tags
+
+
+def test_all_pieces_labels_continuation_pieces_with_the_inside_tag():
+    word_ids = [None, 0, 0, 1, 1, 1, 2, None]
+    b_date, i_date, o = TAG_NAMES.index("B-DATE"), TAG_NAMES.index("I-DATE"), TAG_NAMES.index("O")
+    word_labels = [b_date, i_date, o]
+    assert align_word_labels(word_ids, word_labels) == [-100, b_date, -100, i_date, -100, -100, o, -100]
+    continuation = bio_continuation(TAG_NAMES)
+    assert continuation == [0, 2, 2, 4, 4]
+    assert align_word_labels(word_ids, word_labels, all_pieces=True, continuation=continuation) == [
+        -100, b_date, i_date, i_date, i_date, i_date, o, -100]  # the second piece of a B- word continues it
+    assert align_word_labels(word_ids, word_labels, all_pieces=True) == [
+        -100, b_date, b_date, i_date, i_date, i_date, o, -100]  # copied as is: two entities by the BIO reading
+    with pytest.raises(ValueError, match="no 'I-X'"):
+        bio_continuation(["O", "B-X"])
+
+
+def test_tagged_words_with_all_pieces_label_every_piece_of_a_kept_word(tokenizer):
+    words = [SENTENCES[2].split()]
+    tags = [[TAG_NAMES.index(t) for t in ["B-NUM"] * len(words[0])]]
+    batch = encode_tagged_words(tokenizer, words, tags, all_pieces=True, continuation=bio_continuation(TAG_NAMES))
+    labels, word_ids = batch["labels"][0].tolist(), batch.word_ids(0)
+    for position, word in enumerate(word_ids):
+        if word is None:
+            assert labels[position] == IGNORE_INDEX
+        else:
+            first = position == 0 or word_ids[position - 1] != word
+            assert TAG_NAMES[labels[position]] == ("B-NUM" if first else "I-NUM")
+
+
+@pytest.mark.parametrize(("sentence", "tags"), [
+    ("On 11 March 1942 the fleet sailed", "O B-DATE I-DATE I-DATE O O O"),
+    ("in March 1942 , 500,000 copies", "O B-DATE I-DATE O B-NUM O"),
+    ("on 3 May they may sail", "O B-DATE I-DATE O O O"),
+    ("In March [UNK] , he left", "O O O O O O"),  # a month with no number next to it is not a date
+    ("May they come", "O O O"),
+    ("numbers 1 2 3.5 and 46", "O B-NUM I-NUM I-NUM O B-NUM"),
+    ("in 2001 and 25 April", "O B-NUM O B-DATE I-DATE"),
+])
+def test_the_toy_tags_follow_their_rule(sentence, tags):
+    assert number_date_tags(sentence.split()) == tags.split()
+
+
+# ----------------------------------------------------------------------------- long contexts in windows
+
+LONG = " ".join(SENTENCES[:3] * 2)
+
+
+def test_windows_cover_the_context_share_the_overlap_and_keep_the_whole_question(tokenizer):
+    question = "Who won the game?"
+    batch = encode_question_windows(tokenizer, [question, "Where?"], [LONG, "At Levi's Stadium."], 32, overlap=8)
+    owner = batch["overflow_to_sample_mapping"].tolist()
+    assert owner.count(0) >= 3 and owner.count(1) == 1 and owner == sorted(owner)
+    mask = context_mask(batch)
+    covered, previous = set(), None
+    question_ids = tokenizer(question, add_special_tokens=False)["input_ids"]
+    for row in [r for r, example in enumerate(owner) if example == 0]:
+        ids = batch["input_ids"][row].tolist()
+        assert ids[1:1 + len(question_ids)] == question_ids  # every window asks the whole question
+        spans = [tuple(o) for o, inside in zip(batch["offset_mapping"][row].tolist(), mask[row].tolist()) if inside]
+        if previous is not None:
+            assert spans[:8] == previous[-8:]  # consecutive windows share `overlap` context tokens
+        covered.update(spans)
+        previous = spans
+    everything = encode_question_context(tokenizer, [question], [LONG], 512)
+    assert covered == {tuple(o) for o, inside in zip(everything["offset_mapping"][0].tolist(),
+                                                     context_mask(everything)[0].tolist()) if inside}
+
+
+def test_window_targets_point_at_the_answer_where_a_window_holds_it_else_at_cls(tokenizer):
+    answer = "Santa Clara"
+    first = LONG.rindex(answer)  # the second copy: late in the context
+    batch = encode_question_windows(tokenizer, ["Where?"], [LONG], 32, overlap=8)
+    starts, ends = window_targets(batch, [(first, first + len(answer))])
+    holding = [r for r in range(len(starts)) if starts[r] > 0]
+    assert holding and len(holding) < len(starts)
+    for row in range(len(starts)):
+        if row in holding:
+            assert LONG[slice(*span_to_chars(batch["offset_mapping"][row], starts[row], ends[row]))] == answer
+        else:
+            assert starts[row] == ends[row] == 0
+
+
+def test_the_answer_is_the_best_span_of_any_window_in_the_contexts_characters(tokenizer):
+    answer = "Levi's Stadium"
+    first = LONG.rindex(answer)
+    batch = encode_question_windows(tokenizer, ["Where?", "And?"], [LONG, CONTEXT], 32, overlap=8)
+    starts, ends = window_targets(batch, [(first, first + len(answer)), (0, 3)])
+    start, end = torch.zeros(batch["input_ids"].shape), torch.zeros(batch["input_ids"].shape)
+    owner = batch["overflow_to_sample_mapping"].tolist()
+    target_row = max(r for r in range(len(owner)) if owner[r] == 0 and starts[r] > 0)
+    for row in range(len(owner)):
+        context_positions = context_mask(batch)[row].nonzero().flatten()
+        start[row, context_positions[0]], end[row, context_positions[0]] = 3.0, 3.0  # a decoy in every window
+    start[target_row, starts[target_row]], end[target_row, ends[target_row]] = 4.0, 4.0  # the best, in a late window
+    answers = extract_answers(SpanOutput(None, start, end), batch, [LONG, CONTEXT], max_answer_tokens=8)
+    assert answers[0] == answer and answers[1] == "The"
+
+
+def test_the_toy_questions_are_answered_by_a_span_of_their_context():
+    sentences = ["The ship sailed in 1942 with 300 men .", "It sank .", "Nobody knows why .",
+                 "In 1950 and 1951 it was found .", "Then 12 divers came .", "It is a museum ."]
+    questions = year_number_questions(sentences, sentences_per_context=3)
+    assert [(q.question, q.answer) for q in questions] == [("which year ?", "1942"), ("which number ?", "300"),
+                                                           ("which number ?", "12")]  # two years: no year question
+    for q in questions:
+        assert q.context[q.start:q.start + len(q.answer)] == q.answer
+
+
+# ----------------------------------------------------------------------------- the heads train
+
+
+def test_a_tagger_trained_for_seconds_finds_the_entities_it_was_taught(tokenizer):
+    torch.manual_seed(0)
+    words = [s.split() for s in ["In 1942 the film won .", "On 11 March 1942 it sank .", "The Broncos won 24 games .",
+                                 "A question was asked in 2016 ."]]
+    tags = [number_date_tags(w) for w in words]
+    ids = [[TAG_NAMES.index(t) for t in row] for row in tags]
+    batch = encode_tagged_words(tokenizer, words, ids, 64)
+    model = TokenClassifier(tiny_bert(len(tokenizer)), n_labels=len(TAG_NAMES), dropout=0.0)
+    before = entity_scores(tags, [[TAG_NAMES[i] for i in word_predictions(
+        model(batch["input_ids"], batch["attention_mask"]).logits[r].detach(), batch.word_ids(r))]
+        for r in range(len(words))]).f1
+    losses = train_head(model, [{k: batch[k] for k in ("input_ids", "attention_mask", "labels")}], steps=60,
+                        learning_rate=1e-2, progress=False)
+    with torch.no_grad():
+        logits = model(batch["input_ids"], batch["attention_mask"]).logits
+    predicted = [[TAG_NAMES[i] for i in word_predictions(logits[r], batch.word_ids(r))] for r in range(len(words))]
+    assert losses[-1] < losses[0] / 5 and not model.training
+    assert entity_scores(tags, predicted).f1 == 1.0 > before
+
+
+def test_a_qa_head_trained_for_seconds_answers_from_the_right_window(tokenizer):
+    torch.manual_seed(0)
+    contexts = [LONG, CONTEXT]
+    answers = [(LONG.rindex("Santa Clara"), "Santa Clara"), (CONTEXT.index("Denver Broncos"), "Denver Broncos")]
+    batch = encode_question_windows(tokenizer, ["Where?", "Who?"], contexts, 32, overlap=8)
+    starts, ends = window_targets(batch, [(a, a + len(text)) for a, text in answers])
+    model = QuestionAnswering(tiny_bert(len(tokenizer)))
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    losses = train_head(model, [dict(inputs, start_positions=starts, end_positions=ends)], steps=80,
+                        learning_rate=1e-2, progress=False)
+    with torch.no_grad():
+        out = model(**inputs)
+    assert losses[-1] < losses[0] / 5
+    assert extract_answers(out, batch, contexts, max_answer_tokens=6) == ["Santa Clara", "Denver Broncos"]
+
+
+def test_train_head_refuses_nothing_to_do_and_batched_keeps_every_row():
+    with pytest.raises(ValueError, match="at least one step"):
+        train_head(torch.nn.Linear(1, 1), [], steps=3, learning_rate=0.1)
+    assert batched(range(5), 2) == [[0, 1], [2, 3], [4]]

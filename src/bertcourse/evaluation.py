@@ -20,6 +20,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -331,3 +332,56 @@ def extract_choice(text: str, letters: str = "ABCD", *, strict: bool = False) ->
     found = {group for match in re.finditer(_LENIENT.format(letters=alternatives), text, flags=re.MULTILINE)
              for group in match.groups() if group}
     return found.pop() if len(found) == 1 else None
+
+
+# ----------------------------------------------------------------------------- lesson 4's fine-tuned models
+
+
+@dataclass
+class FinetunedPredictions:
+    """What `bertcourse compare` left for lesson 5: the validation labels and, per table row ("bert full
+    pretrained", ...), every seed's prediction for every validation sentence, in validation order."""
+
+    labels: list[int]
+    sentences: list[str]
+    rows: dict[str, list[list[int]]]
+
+
+def load_finetuned_predictions(results_dir: str | Path) -> FinetunedPredictions:
+    """Read `results_dir`/results.json (`bertcourse compare` writes it under results/sst2-PROFILE/) and the
+    `predictions.tsv` of each run it lists. A relative run folder is read from the course root (two folders
+    above `results_dir`). Raises FileNotFoundError naming what is missing, so a lesson can fall back."""
+    import csv
+    import json
+
+    results_dir = Path(results_dir)
+    path = results_dir / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not there: `bertcourse compare --profile PROFILE` writes it")
+    results = json.loads(path.read_text())
+    labels: list[int] | None = None
+    sentences: list[str] = []
+    rows: dict[str, list[list[int]]] = {}
+    for row in results.get("rows", []):
+        if not row.get("runs"):
+            continue  # the baselines have no run folders
+        seeds = []
+        for run in row["runs"]:
+            folder = Path(run["folder"])
+            folder = folder if folder.is_absolute() else results_dir.parents[1] / folder
+            table = folder / "predictions.tsv"
+            if not table.is_file():
+                raise FileNotFoundError(f"{table} is not there (row {row['name']!r}, seed {run['seed']})")
+            with table.open(newline="") as handle:
+                records = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+            records.sort(key=lambda r: int(r["index"]))
+            truth = [int(r["label"]) for r in records]
+            if labels is None:
+                labels, sentences = truth, [r["sentence"] for r in records]
+            elif truth != labels:
+                raise EvaluationError(f"{table}: its labels are not the other runs' (a different validation set?)")
+            seeds.append([int(r["prediction"]) for r in records])
+        rows[row["name"]] = seeds
+    if labels is None:
+        raise FileNotFoundError(f"{path} lists no fine-tuning runs")
+    return FinetunedPredictions(labels, sentences, rows)

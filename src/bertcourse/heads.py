@@ -22,7 +22,8 @@ Shapes: B batch, S sequence, D d_model, L labels.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -52,28 +53,52 @@ def encode_pairs(tokenizer: Any, first: Sequence[str], second: Sequence[str], ma
 # ----------------------------------------------------------------------------- token classification
 
 
-def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
+def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int], all_pieces: bool = False,
+                      continuation: Sequence[int] | None = None) -> list[int]:
     """One label per token: word w's label on its first piece, -100 on its other pieces and on special tokens.
 
-    `word_ids` is a tokenizer's `word_ids(row)` (None for `[CLS]`, `[SEP]`, padding).
+    `word_ids` is a tokenizer's `word_ids(row)` (None for `[CLS]`, `[SEP]`, padding). With `all_pieces`
+    every piece is labelled (transformers' `label_all_tokens`): a continuation piece gets
+    `continuation[label]` (see `bio_continuation`: B-X becomes I-X, since the piece continues the entity
+    its word began), or the word's own label when `continuation` is None.
     """
     labels, previous = [], None
     for word in word_ids:
-        if word is None or word == previous:
+        if word is not None and not 0 <= word < len(word_labels):
+            raise ValueError(f"word id {word} but only {len(word_labels)} word labels")
+        if word is None or (word == previous and not all_pieces):
             labels.append(IGNORE_INDEX)
+        elif word == previous:
+            label = int(word_labels[word])
+            labels.append(label if continuation is None else int(continuation[label]))
         else:
-            if not 0 <= word < len(word_labels):
-                raise ValueError(f"word id {word} but only {len(word_labels)} word labels")
             labels.append(int(word_labels[word]))
         previous = word
     return labels
 
 
+def bio_continuation(label_names: Sequence[str]) -> list[int]:
+    """For each label id, the id a continuation piece takes: B-X -> I-X (which must exist), any other itself."""
+    index = {name: i for i, name in enumerate(label_names)}
+    out = []
+    for i, name in enumerate(label_names):
+        if name.startswith("B-"):
+            inside = "I-" + name[2:]
+            if inside not in index:
+                raise ValueError(f"label {name!r} has no {inside!r} for its continuation pieces")
+            out.append(index[inside])
+        else:
+            out.append(i)
+    return out
+
+
 def encode_tagged_words(tokenizer: Any, words: Sequence[Sequence[str]], tags: Sequence[Sequence[int]] | None = None,
-                        max_length: int = 128) -> Any:
+                        max_length: int = 128, all_pieces: bool = False,
+                        continuation: Sequence[int] | None = None) -> Any:
     """Pre-split sentences (a list of words each) as padded tensors; with `tags` (one per word), `labels` too.
 
     Words cut off by `max_length` lose their labels with their pieces; every kept word keeps its own.
+    `all_pieces` and `continuation` choose how the other pieces of a word are labelled (`align_word_labels`).
     """
     encoding = tokenizer([list(w) for w in words], is_split_into_words=True, truncation=True,
                          max_length=max_length, padding=True, return_tensors="pt")
@@ -83,8 +108,8 @@ def encode_tagged_words(tokenizer: Any, words: Sequence[Sequence[str]], tags: Se
         for row, (sentence, row_tags) in enumerate(zip(words, tags)):
             if len(sentence) != len(row_tags):
                 raise ValueError(f"sentence {row}: {len(sentence)} words but {len(row_tags)} tags")
-        encoding["labels"] = torch.tensor([align_word_labels(encoding.word_ids(row), tags[row])
-                                           for row in range(len(words))])
+        encoding["labels"] = torch.tensor([align_word_labels(encoding.word_ids(row), tags[row], all_pieces,
+                                                             continuation) for row in range(len(words))])
     return encoding
 
 
@@ -125,6 +150,34 @@ def word_predictions(logits: torch.Tensor, word_ids: Sequence[int | None]) -> li
         if word is not None and word not in out:
             out[word] = predicted[position]
     return [out[w] for w in sorted(out)]
+
+
+# The course's own tagging set: no NER corpus is reachable offline, so entities are derived by a fixed rule
+# from real sentences (WikiText's). The rule reads only what a lower-casing tokenizer keeps (words and
+# digits), so a model can learn it; its entities span one to three words and their words are often
+# several pieces ("500,000" is three), which is what the B-/I- bookkeeping is about.
+TAG_NAMES = ("O", "B-DATE", "I-DATE", "B-NUM", "I-NUM")
+MONTHS = frozenset("January February March April May June July August September October November December".split())
+_NUMBER = re.compile(r"^\d[\d,.]*$")
+
+
+def number_date_tags(words: Sequence[str]) -> list[str]:
+    """BIO tags of one sentence: DATE is a month name next to a number ("11 March 1942", "March 1942",
+    "11 March"; a month alone is O, so the modal "May" never is one); NUM is a run of other numbers."""
+    tags = ["O"] * len(words)
+    is_number = [bool(_NUMBER.match(w)) for w in words]
+    for i, word in enumerate(words):
+        if word not in MONTHS:
+            continue
+        day = i > 0 and is_number[i - 1] and len(words[i - 1]) <= 2 and tags[i - 1] == "O"
+        year = i + 1 < len(words) and is_number[i + 1]
+        if day or year:
+            first, last = i - day, i + year
+            tags[first:last + 1] = ["B-DATE"] + ["I-DATE"] * (last - first)
+    for i in range(len(words)):
+        if is_number[i] and tags[i] == "O":
+            tags[i] = "I-NUM" if i > 0 and tags[i - 1] in ("B-NUM", "I-NUM") else "B-NUM"
+    return tags
 
 
 # ----------------------------------------------------------------------------- extractive QA
@@ -235,17 +288,136 @@ def span_to_chars(offsets: Sequence[Sequence[int]] | torch.Tensor, start: int, e
 
 def extract_answers(output: SpanOutput, encoding: Any, contexts: Sequence[str],
                     max_answer_tokens: int = 30) -> list[str]:
-    """The answer text of every row: the best span mapped back to the row's context characters."""
-    starts, ends, _ = best_span(output.start_logits, output.end_logits, context_mask(encoding), max_answer_tokens)
+    """The answer text of every context: the best legal span mapped back to its characters.
+
+    When the encoding holds several windows per context (`encode_question_windows`), the answer is the
+    best span of ANY window, windows compared by their start + end score (transformers' SQuAD rule).
+    """
+    starts, ends, scores = best_span(output.start_logits, output.end_logits, context_mask(encoding),
+                                     max_answer_tokens)
+    rows = len(starts)
+    owner = (encoding["overflow_to_sample_mapping"].tolist() if "overflow_to_sample_mapping" in encoding
+             else list(range(rows)))
+    best: dict[int, int] = {}
+    for row in range(rows):
+        if owner[row] not in best or scores[row] > scores[best[owner[row]]]:
+            best[owner[row]] = row
+    if sorted(best) != list(range(len(contexts))):
+        raise ValueError(f"{len(contexts)} contexts but windows of {len(best)}")
     answers = []
-    for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
-        first, last = span_to_chars(encoding["offset_mapping"][row], start, end)
-        answers.append(contexts[row][first:last])
+    for example in range(len(contexts)):
+        row = best[example]
+        first, last = span_to_chars(encoding["offset_mapping"][row], int(starts[row]), int(ends[row]))
+        answers.append(contexts[example][first:last])
     return answers
 
 
+# ----------------------------------------------------------------------------- long contexts: windows
+
+
+def encode_question_windows(tokenizer: Any, questions: Sequence[str], contexts: Sequence[str], max_length: int,
+                            overlap: int) -> Any:
+    """`encode_question_context`, but a context too long for one row is split into windows of `max_length`
+    tokens, consecutive windows sharing `overlap` context tokens, each with the whole question.
+
+    Row r belongs to example `overflow_to_sample_mapping[r]`. `overlap` is what transformers calls
+    `stride` (its SQuAD script passes `doc_stride=128` there); Google's BERT used "doc_stride" for the step
+    between window starts instead. The overlap lets an answer cut by one window's edge lie whole in the next.
+    """
+    if len(questions) != len(contexts):
+        raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
+    if overlap < 0:
+        raise ValueError(f"overlap must be >= 0, got {overlap}")
+    return tokenizer(list(questions), list(contexts), truncation="only_second", max_length=max_length,
+                     stride=overlap, return_overflowing_tokens=True, padding=True, return_offsets_mapping=True,
+                     return_token_type_ids=True, return_tensors="pt")
+
+
+def window_targets(encoding: Any, answer_chars: Sequence[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Start and end targets [rows] of every window: the answer's tokens where the window holds all of it,
+    else position 0 (`[CLS]`), as BERT's SQuAD code and transformers' do. `answer_chars` per example."""
+    starts, ends = [], []
+    in_context = context_mask(encoding)
+    for row, example in enumerate(encoding["overflow_to_sample_mapping"].tolist()):
+        span = answer_token_span(encoding["offset_mapping"][row].tolist(), in_context[row].tolist(),
+                                 *answer_chars[example])
+        start, end = span or (0, 0)
+        starts.append(start)
+        ends.append(end)
+    return torch.tensor(starts), torch.tensor(ends)
+
+
+# ----------------------------------------------------------------------------- a QA set the course builds
+
+
+class SpanQuestion(NamedTuple):
+    """A question, its context, and the answer as the context's characters [start, start + len(answer))."""
+
+    question: str
+    context: str
+    start: int
+    answer: str
+
+
+_YEAR = re.compile(r"^(1[5-9]\d\d|20[0-2]\d)$")
+
+
+def year_number_questions(sentences: Sequence[str], sentences_per_context: int = 3) -> list[SpanQuestion]:
+    """A small extractive QA set from real text: consecutive groups of sentences are contexts, and the
+    answer is a word of them. "which year ?" is asked where the context holds exactly one year (1500-2029),
+    "which number ?" where it holds exactly one other number; a context holding both asks both, so the
+    model must read the question. Numbers are written as `number_date_tags` finds them."""
+    out = []
+    for first in range(0, len(sentences) - sentences_per_context + 1, sentences_per_context):
+        words = " ".join(sentences[first:first + sentences_per_context]).split()
+        context = " ".join(words)
+        starts = [0]
+        for word in words[:-1]:
+            starts.append(starts[-1] + len(word) + 1)
+        years = [i for i, w in enumerate(words) if _YEAR.match(w)]
+        numbers = [i for i, w in enumerate(words) if _NUMBER.match(w) and not _YEAR.match(w)]
+        for question, found in (("which year ?", years), ("which number ?", numbers)):
+            if len(found) == 1:
+                out.append(SpanQuestion(question, context, starts[found[0]], words[found[0]]))
+    return out
+
+
+# ----------------------------------------------------------------------------- a short training loop
+
+
+def train_head(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]], steps: int, learning_rate: float,
+               device: torch.device | str = "cpu", progress: bool = True) -> list[float]:
+    """`steps` AdamW steps over `batches` (cycled), each a dict of the model's forward arguments, labels
+    included. Returns the loss of every step. Enough for a head's demonstration; real fine-tuning adds
+    warm-up and decay (`bertcourse.training.optim`)."""
+    from tqdm.auto import tqdm
+
+    if steps < 1 or not batches:
+        raise ValueError(f"need at least one step and one batch, got {steps} steps and {len(batches)} batches")
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate)
+    model.train()
+    losses = []
+    for step in tqdm(range(steps), desc="training the head", disable=not progress):
+        batch = {k: v.to(device) for k, v in batches[step % len(batches)].items()}
+        loss = model(**batch).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def batched(rows: Iterable[Any], size: int) -> list[list[Any]]:
+    """Consecutive lists of `size` items (the last may be shorter)."""
+    rows = list(rows)
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
 __all__ = [
-    "IGNORE_INDEX", "QuestionAnswering", "SpanOutput", "TokenClassifier", "TokenClassifierOutput",
-    "align_word_labels", "answer_token_span", "best_span", "context_mask", "encode_pairs",
-    "encode_question_context", "encode_tagged_words", "extract_answers", "span_to_chars", "word_predictions",
+    "IGNORE_INDEX", "MONTHS", "QuestionAnswering", "SpanOutput", "SpanQuestion", "TAG_NAMES", "TokenClassifier",
+    "TokenClassifierOutput", "align_word_labels", "answer_token_span", "batched", "best_span", "bio_continuation",
+    "context_mask", "encode_pairs", "encode_question_context", "encode_question_windows", "encode_tagged_words",
+    "extract_answers", "number_date_tags", "span_to_chars", "train_head", "window_targets", "word_predictions",
+    "year_number_questions",
 ]

@@ -1,4 +1,4 @@
-"""Evaluation metrics, written once: classification scores, SQuAD answers, pass@k, bootstrap statistics.
+"""Evaluation metrics, written once: classification scores, entities, SQuAD answers, pass@k, bootstrap statistics.
 
 These are the course's reference versions (lesson 5, `compare` and `evaluate` report through them; exercise
 5 asks students to write them to the same contract, and its hidden checks compare with these).
@@ -321,6 +321,52 @@ def token_f1(prediction: str, references: str | Sequence[str]) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Entities: the F1 of named-entity recognition (CoNLL's, seqeval's default)
+
+
+def entity_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """The entities (type, first word, last word) of one sentence's BIO tags, read as conlleval and seqeval
+    (its default mode) read them: B-X starts an entity; I-X continues one of type X, and starts one after O
+    or after another type (a lenient reading of a tagger that forgot the B-); O and B- end the current one.
+    """
+    spans, start, kind = [], None, ""
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, _, label = tag.partition("-")
+        if tag != "O" and (prefix not in ("B", "I") or not label):
+            raise MetricsError(f"tag {i} is {tag!r}: BIO tags are 'O', 'B-TYPE' or 'I-TYPE'")
+        if start is not None and (prefix in ("B", "O") or label != kind):
+            spans.append((kind, start, i - 1))
+            start = None
+        if prefix == "B" or (prefix == "I" and start is None):
+            start, kind = i, label
+    return spans
+
+
+def entity_scores(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> PRF:
+    """Entity-level micro precision, recall and F1 over sentences of BIO tags (seqeval's `f1_score`).
+
+    An entity counts as found only if a predicted entity has its type AND its exact first and last word:
+    a DATE predicted over two of its three words scores nothing, not two thirds. Words tagged right
+    inside an entity earn nothing on their own, which is why entity F1 sits below per-word accuracy.
+    Zero denominators give 0 (seqeval's default, with a warning there, silently here).
+    """
+    if len(y_true) != len(y_pred):
+        raise MetricsError(f"{len(y_true)} true sentences but {len(y_pred)} predicted")
+    found = true_count = predicted_count = 0
+    for row, (truth, guess) in enumerate(zip(y_true, y_pred)):
+        if len(truth) != len(guess):
+            raise MetricsError(f"sentence {row}: {len(truth)} true tags but {len(guess)} predicted")
+        true_set, pred_set = set(entity_spans(truth)), set(entity_spans(guess))
+        found += len(true_set & pred_set)
+        true_count += len(true_set)
+        predicted_count += len(pred_set)
+    precision = found / predicted_count if predicted_count else 0.0
+    recall = found / true_count if true_count else 0.0
+    f1 = 2 * found / (true_count + predicted_count) if true_count + predicted_count else 0.0
+    return PRF(precision, recall, f1)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # pass@k
 
 
@@ -544,6 +590,6 @@ def mcnemar_test(y_true: Any, pred_a: Any, pred_b: Any) -> float:
 
 __all__ = [
     "AVERAGES", "Interval", "MetricsError", "PRF", "accuracy", "bootstrap_ci", "confusion_matrix",
-    "exact_match", "matthews_corrcoef", "mcnemar_test", "normalize_answer", "paired_bootstrap_test",
-    "pass_at_k", "precision_recall_f1", "token_f1",
+    "entity_scores", "entity_spans", "exact_match", "matthews_corrcoef", "mcnemar_test", "normalize_answer",
+    "paired_bootstrap_test", "pass_at_k", "precision_recall_f1", "token_f1",
 ]
