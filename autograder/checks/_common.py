@@ -238,7 +238,7 @@ def concept_answer(student, name: str) -> str:
 def numeric_answer(student, name: str) -> float:
     """A numeric answer as a float, in any of the forms a student may write it: an int or a float, a numpy
     number or a one-element tensor, a `fractions.Fraction` (or anything else with `__float__`), or a string
-    such as "30", "20/3", "6.67" or "19,101,696". None, booleans and anything unreadable fail with a message."""
+    such as "12", "7/4", "0.75" or "1,234,567". None, booleans and anything unreadable fail with a message."""
     try:
         value = student.value(name)
     except NotData:  # a Fraction, a Decimal, ...: not plain data, but a number all the same
@@ -256,7 +256,7 @@ def numeric_answer(student, name: str) -> float:
             value = fractions.Fraction(text)
         except (ValueError, ZeroDivisionError):
             raise AssertionError(f"`{name}` = {value[:40]!r} cannot be read as a number "
-                                 '(write e.g. 30, 6.67 or "20/3")') from None
+                                 '(write e.g. 12.5, 0.75 or "7/4")') from None
     assert isinstance(value, (int, float, fractions.Fraction)) and not isinstance(value, bool), (
         f"`{name}` must be a number, got {type(value).__name__}")
     value = float(value)

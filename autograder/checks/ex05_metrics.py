@@ -539,7 +539,8 @@ def test_bootstrap_seed(student):
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q1: look at the label balance of CoLA and MRPC, and at what a constant answer scores")
+                   feedback="Q1: ask what a constant answer scores under each metric, and which class of MRPC an "
+                            "application looks for")
 def test_q1_glue_metric_choice(student):
     assert concept_answer(student, "answer_q1") == "c"
 
