@@ -238,7 +238,7 @@ def concept_answer(student, name: str) -> str:
 def numeric_answer(student, name: str) -> float:
     """A numeric answer as a float, in any of the forms a student may write it: an int or a float, a numpy
     number or a one-element tensor, a `fractions.Fraction` (or anything else with `__float__`), or a string
-    such as "30", "20/3", "6.67" or "19,101,696". None, booleans and anything unreadable fail with a message."""
+    such as "12", "7/4", "0.75" or "1,234,567". None, booleans and anything unreadable fail with a message."""
     try:
         value = student.value(name)
     except NotData:  # a Fraction, a Decimal, ...: not plain data, but a number all the same
@@ -256,9 +256,59 @@ def numeric_answer(student, name: str) -> float:
             value = fractions.Fraction(text)
         except (ValueError, ZeroDivisionError):
             raise AssertionError(f"`{name}` = {value[:40]!r} cannot be read as a number "
-                                 '(write e.g. 30, 6.67 or "20/3")') from None
+                                 '(write e.g. 12.5, 0.75 or "7/4")') from None
     assert isinstance(value, (int, float, fractions.Fraction)) and not isinstance(value, bool), (
         f"`{name}` must be a number, got {type(value).__name__}")
     value = float(value)
     assert math.isfinite(value), f"`{name}` is {value}, not a finite number"
     return value
+
+
+# ----------------------------------------------------------------------------- bootstrap intervals (ex05, ex08)
+
+
+def exact_quantile(n: int, correct: int, level: float) -> float:
+    """The `level` quantile of Binomial(n, correct/n) / n: the exact bootstrap distribution of accuracy."""
+    p = correct / n
+    total = 0.0
+    for k in range(n + 1):
+        total += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                          + (k * math.log(p) if k else 0.0) + ((n - k) * math.log1p(-p) if n - k else 0.0))
+        if total >= level:
+            return k / n
+    return 1.0
+
+
+def accepted_quantile(n: int, correct: int, level: float, resamples: int, tail: float = TAIL) -> tuple[float, float]:
+    """[lowest, highest] value the `level` quantile of `resamples` bootstrap scores may take (`tail` per side):
+    the rank of that quantile among the draws moves by the binomial spread of a count, plus 2 for the quantile
+    definition."""
+    lo, hi = binomial_range(resamples, level, tail)
+    return (exact_quantile(n, correct, max((lo - 2) / resamples, 1e-12)),
+            exact_quantile(n, correct, min((hi + 2) / resamples, 1.0)))
+
+
+def binomial_interval_ok(got: tuple[float, float], n: int, correct: int, alpha: float, resamples: int,
+                         tail: float = TAIL) -> bool:
+    """Whether (low, high) from `resamples` percentile-bootstrap draws can be the alpha/2 and 1 - alpha/2
+    quantiles of a statistic whose bootstrap distribution is exactly Binomial(n, correct/n) / n (an accuracy,
+    or the mean of 0/1 differences), for any correct implementation and any usual quantile definition."""
+    (lo_min, lo_max), (hi_min, hi_max) = (accepted_quantile(n, correct, alpha / 2, resamples, tail),
+                                          accepted_quantile(n, correct, 1 - alpha / 2, resamples, tail))
+    return lo_min - 1e-9 <= got[0] <= lo_max + 1e-9 and hi_min - 1e-9 <= got[1] <= hi_max + 1e-9
+
+
+def global_draws(student) -> list:
+    """One number from each global generator the notebook can reach (torch, random, numpy if imported)."""
+    draws = [student.call_method(student.ref("torch"), "rand", 2).tolist(),
+             student.call_method(student.ref("random"), "random")]
+    if student.has("np"):
+        draws.append(student.call_method(student.getattr(student.ref("np"), "random", as_remote=True), "rand"))
+    return draws
+
+
+def reseed_globals(student, seed: int) -> None:
+    student.call_method(student.ref("torch"), "manual_seed", seed)
+    student.call_method(student.ref("random"), "seed", seed)
+    if student.has("np"):
+        student.call_method(student.getattr(student.ref("np"), "random", as_remote=True), "seed", seed)

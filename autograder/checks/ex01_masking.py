@@ -107,8 +107,8 @@ def test_returns_two_integer_tensors(student):
 
 
 @pytest.mark.check(cell="mask_tokens_checks", points=1.0,
-                   feedback="mask_tokens must not change the tensors it is given (build new ones with clone or "
-                            "torch.where); credited once it masks")
+                   feedback="mask_tokens must not change the tensors it is given: the masked batch is a new tensor; "
+                            "credited once it masks")
 def test_input_tensors_not_modified(student):
     ids, special = make_batch(64, seed=2)
     assert_inputs_not_modified(student, "mask_tokens", ids, special, ~special, "special_tokens_mask")
@@ -323,7 +323,7 @@ def test_loss_weights_every_selected_position_equally(student):
 @pytest.mark.check(cell="mlm_loss_checks", points=1.0,
                    feedback="mlm_loss must return a 0-dim float tensor that is still connected to the logits "
                             "(not a Python float, a 1-element tensor or a detached copy), so that training can "
-                            "call .backward() on it; credited once it is a loss")
+                            "backpropagate through it; credited once it is a loss")
 def test_loss_is_a_0dim_tensor(student):
     logits, labels, _ = loss_case(24)
     value = student.call("mlm_loss", logits, labels)
@@ -361,22 +361,23 @@ def test_loss_is_a_0dim_tensor(student):
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q1: revisit which positions the MLM loss is computed on, and why")
 def test_q1_loss_positions(student):
-    assert concept_answer(student, "answer_q1") == "b"
+    assert concept_answer(student, "answer_q1") == "d"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q2: revisit what the random and unchanged 10% shares are for")
 def test_q2_random_and_unchanged(student):
-    assert concept_answer(student, "answer_q2") == "c"
+    assert concept_answer(student, "answer_q2") == "a"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
                    feedback="Q3: revisit what RoBERTa's ablations found about next-sentence prediction")
 def test_q3_roberta_nsp(student):
-    assert concept_answer(student, "answer_q3") == "a"
+    assert concept_answer(student, "answer_q3") == "c"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q4: revisit why adding the token, position and segment embeddings loses nothing")
-def test_q4_summed_embeddings(student):
-    assert concept_answer(student, "answer_q4") == "d"
+                   feedback="Q4: revisit what the model meets on its second pass over the same sentence (lesson 1, "
+                            "section 5)")
+def test_q4_dynamic_masking(student):
+    assert concept_answer(student, "answer_q4") == "b"

@@ -136,8 +136,8 @@ def test_returns_two_integer_tensors(student):
 
 
 @pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
-                   feedback="whole_word_mask must not change the tensors it is given (build new ones with clone "
-                            "or torch.where); credited once it masks")
+                   feedback="whole_word_mask must not change the tensors it is given: the masked batch is a new "
+                            "tensor; credited once it masks")
 def test_input_tensors_not_modified(student):
     ids, word_ids = make_rows(64, seed=2)
     assert_inputs_not_modified(student, "whole_word_mask", ids, word_ids, word_ids >= 0, "word_ids")
@@ -227,8 +227,8 @@ def test_budget_per_row(student):
 
 
 @pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
-                   feedback="go through the words in a uniformly random order (e.g. argsort of uniform scores or "
-                            "randperm), not in the order of the row or in one contiguous span")
+                   feedback="go through the words in a uniformly random order (every order equally likely), not in the "
+                            "order of the row or in one contiguous span")
 def test_words_taken_in_random_order(student):
     # one-piece words: given the number t a row selects, a uniform order makes the selected words a uniform
     # subset of size t, whatever the budget rule. Two sums over rows then have known means and bounded

@@ -180,7 +180,7 @@ def test_last_token_pool_on_right_padded_rows(student):
 
 @pytest.mark.check(cell="pooling_checks", points=1.0,
                    feedback="last_token_pool reads each row's last real token: on a left-padded batch position 0 "
-                   "is padding, and mask.sum(1) - 1 counts real tokens; it is a position only with right padding")
+                   "is padding, and the count of real tokens gives the last one's position only with right padding")
 def test_last_token_pool_on_left_padded_rows(student):
     real = real_positions(PADDED, "left")
     hidden = hidden_states(3, real)
@@ -247,9 +247,9 @@ def assert_logits_of_pooling(student, model, reference, pooling: str, batch, wei
 
 
 @pytest.mark.check(cell="classifier_checks", points=1.0,
-                   feedback="SequenceClassifier keeps the encoder it is given, classifier = nn.Linear(d_model, "
-                   "n_labels); forward returns (None, logits) without labels, logits = classifier(dropout(the "
-                   "hidden state at [CLS]))")
+                   feedback="SequenceClassifier keeps the encoder it is given and a linear layer from d_model to "
+                   "n_labels; without labels forward returns no loss and the logits: the linear layer applied, "
+                   "after dropout, to the hidden state at [CLS]")
 def test_classifier_logits_with_cls_pooling(student):
     reference = reference_encoder(BERT, seed=11)
     weight, bias = head_weights(11, n_labels=3)
@@ -298,8 +298,8 @@ def row_losses(student, model, batch) -> list[tuple[float, torch.Tensor]]:
 
 
 @pytest.mark.check(cell="classifier_checks", points=1.0,
-                   feedback="the loss is F.cross_entropy of the raw logits: it applies the log-softmax itself, "
-                   "so a softmax before it is applied twice")
+                   feedback="the loss is the cross-entropy of the raw logits: cross-entropy applies the log-softmax "
+                   "itself, so a softmax before it is applied twice")
 def test_loss_is_cross_entropy_of_the_raw_logits(student):
     model, batch = loss_setup(student, seed=14)
     labels = batch[3]
@@ -329,7 +329,7 @@ def test_loss_is_averaged_over_the_batch(student):
 
 @pytest.mark.check(cell="classifier_checks", points=1.0,
                    feedback="dropout(p=dropout) acts on the pooled vector before the linear layer, in training "
-                   "mode only: on after .train(), off after .eval()")
+                   "mode only: on in training mode, off in evaluation mode")
 def test_classifier_dropout_on_the_pooled_vector_in_training_only(student):
     # An identity head with a random bias: logits - bias is the pooled vector itself, so each logit shows
     # whether dropout zeroed its feature or kept it scaled by 1 / (1 - p), whatever the order of the draws.
@@ -363,8 +363,8 @@ def test_classifier_dropout_on_the_pooled_vector_in_training_only(student):
 
 
 @pytest.mark.check(cell="classifier_checks", points=1.0,
-                   feedback="in full fine-tuning the loss's gradient must reach the encoder: no .detach() or "
-                   "torch.no_grad() around the encoder's hidden states or the pooled vector")
+                   feedback="in full fine-tuning the loss's gradient must reach the encoder: nothing may cut the graph "
+                   "between the encoder's hidden states, the pooled vector and the loss")
 def test_full_fine_tuning_reaches_the_encoder(student):
     reference = reference_encoder(BERT, seed=17)
     weight, bias = head_weights(17, n_labels=3)
@@ -470,14 +470,14 @@ def moved_as(after: dict[str, torch.Tensor], before: dict[str, torch.Tensor],
 
 def returned_loss(value) -> float:
     assert isinstance(value, float) and not isinstance(value, bool), (
-        f"train_step must return the loss as a Python float (loss.item()), not a {type(value).__name__}")
+        f"train_step must return the loss as a Python float, not a {type(value).__name__}")
     assert math.isfinite(value), "train_step returned a loss that is not finite"
     return value
 
 
 @pytest.mark.check(cell="training_checks", points=1.0,
                    feedback="train_step returns the batch's loss, computed before the step, as a Python float "
-                   "(loss.item())")
+                   "(a number, not a tensor)")
 def test_train_step_returns_the_batch_loss_as_a_float(student):
     twin, model = training_model(student, seed=31), training_model(student, seed=31)
     batch = batch_dict(31)
@@ -491,8 +491,8 @@ def test_train_step_returns_the_batch_loss_as_a_float(student):
 
 
 @pytest.mark.check(cell="training_checks", points=1.0,
-                   feedback="train_step runs backward on the batch's loss, then optimizer.step(): the parameters "
-                   "move by one step along the batch's gradient")
+                   feedback="train_step backpropagates the batch's loss, then lets the optimizer take its step: the "
+                   "parameters move by one step along the batch's gradient")
 def test_train_step_takes_one_gradient_step(student):
     twin, model = training_model(student, seed=32), training_model(student, seed=32)
     batch = batch_dict(32)
@@ -506,7 +506,7 @@ def test_train_step_takes_one_gradient_step(student):
 
 
 @pytest.mark.check(cell="training_checks", points=1.0,
-                   feedback="zero the gradients in every step: without zero_grad, backward adds this batch's "
+                   feedback="zero the gradients in every step: without zeroing, backpropagation adds this batch's "
                    "gradients to those left by the previous step")
 def test_train_step_does_not_accumulate_gradients(student):
     # A first step at lr 0 leaves the parameters where they were and its gradients in .grad; the second
@@ -526,7 +526,7 @@ def test_train_step_does_not_accumulate_gradients(student):
 
 
 @pytest.mark.check(cell="training_checks", points=1.0,
-                   feedback="train_step puts the model in training mode (model.train()): a model that arrives in "
+                   feedback="train_step puts the model in training mode: a model that arrives in "
                    "eval mode, after an evaluation, would otherwise train without dropout")
 def test_train_step_trains_in_training_mode(student):
     model = training_model(student, seed=35, dropout=P_DROP)

@@ -22,12 +22,16 @@ import random
 
 import pytest
 import torch
-from _common import binomial_range, concept_answer
+from _common import binomial_interval_ok, concept_answer, global_draws, reseed_globals
 
 from bertcourse import metrics as reference
 
 TOL = 1e-9
 TAIL = 1e-9
+
+
+def interval_ok(got: tuple[float, float], n: int, correct: int, alpha: float, resamples: int) -> bool:
+    return binomial_interval_ok(got, n, correct, alpha, resamples, TAIL)
 
 
 def floats(value, what: str) -> list[float]:
@@ -437,27 +441,6 @@ def accuracy_data(n: int, correct: int, seed: int) -> tuple[list[int], list[int]
     return y_true, [t if i in right else 1 - t for i, t in enumerate(y_true)]
 
 
-def exact_quantile(n: int, correct: int, level: float) -> float:
-    """The `level` quantile of Binomial(n, correct/n) / n: the exact bootstrap distribution of accuracy."""
-    p = correct / n
-    total = 0.0
-    for k in range(n + 1):
-        total += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-                          + (k * math.log(p) if k else 0.0) + ((n - k) * math.log1p(-p) if n - k else 0.0))
-        if total >= level:
-            return k / n
-    return 1.0
-
-
-def accepted(n: int, correct: int, level: float, resamples: int) -> tuple[float, float]:
-    """[lowest, highest] value the `level` quantile of `resamples` bootstrap scores may take (tail TAIL per side):
-    the rank of that quantile among the draws moves by the binomial spread of a count, plus 2 for the quantile
-    definition."""
-    lo, hi = binomial_range(resamples, level, TAIL)
-    return (exact_quantile(n, correct, max((lo - 2) / resamples, 1e-12)),
-            exact_quantile(n, correct, min((hi + 2) / resamples, 1.0)))
-
-
 def interval(value) -> tuple[float, float]:
     assert isinstance(value, (tuple, list)) and len(value) == 2, "bootstrap_ci must return (low, high)"
     low, high = number(value[0], "bootstrap_ci"), number(value[1], "bootstrap_ci")
@@ -467,12 +450,6 @@ def interval(value) -> tuple[float, float]:
 
 def student_interval(student, y_true, y_pred, **kwargs) -> tuple[float, float]:
     return interval(student.call("bootstrap_ci", y_true, y_pred, student.ref("accuracy"), **kwargs))
-
-
-def interval_ok(got: tuple[float, float], n: int, correct: int, alpha: float, resamples: int) -> bool:
-    (lo_min, lo_max), (hi_min, hi_max) = (accepted(n, correct, alpha / 2, resamples),
-                                          accepted(n, correct, 1 - alpha / 2, resamples))
-    return lo_min - 1e-9 <= got[0] <= lo_max + 1e-9 and hi_min - 1e-9 <= got[1] <= hi_max + 1e-9
 
 
 @pytest.mark.check(cell="bootstrap_checks", points=2.0,
@@ -496,22 +473,6 @@ def test_bootstrap_pairs_labels_and_predictions(student):
         "a model right on every example must get the interval (1.0, 1.0)")
     assert student_interval(student, y_true, wrong, n_resamples=100, seed=5) == (0.0, 0.0), (
         "a model wrong on every example must get the interval (0.0, 0.0)")
-
-
-def global_draws(student) -> list:
-    """One number from each global generator the notebook can reach (torch, random, numpy if imported)."""
-    draws = [student.call_method(student.ref("torch"), "rand", 2).tolist(),
-             student.call_method(student.ref("random"), "random")]
-    if student.has("np"):
-        draws.append(student.call_method(student.getattr(student.ref("np"), "random", as_remote=True), "rand"))
-    return draws
-
-
-def reseed_globals(student, seed: int) -> None:
-    student.call_method(student.ref("torch"), "manual_seed", seed)
-    student.call_method(student.ref("random"), "seed", seed)
-    if student.has("np"):
-        student.call_method(student.getattr(student.ref("np"), "random", as_remote=True), "seed", seed)
 
 
 @pytest.mark.check(cell="bootstrap_checks", points=1.0,
@@ -539,7 +500,8 @@ def test_bootstrap_seed(student):
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q1: look at the label balance of CoLA and MRPC, and at what a constant answer scores")
+                   feedback="Q1: ask what a constant answer scores under each metric, and which class of MRPC an "
+                            "application looks for")
 def test_q1_glue_metric_choice(student):
     assert concept_answer(student, "answer_q1") == "c"
 

@@ -625,8 +625,8 @@ def test_electra_draws_from_the_generator(student):
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q1: ask what tells NSP's two classes apart most of the time, and what RoBERTa measured "
-                   "without it")
+                   feedback="Q1: ask what RoBERTa put in each input when it dropped the NSP loss, and what it "
+                   "compared that with")
 def test_q1_why_roberta_dropped_nsp(student):
     assert concept_answer(student, "answer_q1") == "a"
 

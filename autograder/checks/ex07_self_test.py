@@ -6,7 +6,7 @@ addressed them, and generating with an encoder).
   (padded rows, [CLS]/[SEP], the 80/10/10 recipe), so its three checks are exact; each names in its message
   the misconception a wrong count matches (only [MASK] inputs, only changed inputs, every position).
 - A numeric answer is read in any form a student may write it (`_common.numeric_answer`: int, float,
-  Fraction, a string such as "20/3") and accepted within the tolerance the notebook states with it. A wrong
+  Fraction, a string such as "7/4") and accepted within the tolerance the notebook states with it. A wrong
   value that matches a known misconception (within the same tolerance) gets a message explaining it.
 - A multiple-choice answer is read by `_common.concept_answer`; a wrong letter gets a message that says why
   that option is wrong (never which option is right), the check's feedback names the question's theme.
@@ -240,15 +240,14 @@ def test_q3_how_minus_100_keeps_positions_out(student):
 
 
 @pytest.mark.check(cell="bert_checks", points=1.0,
-                   feedback="Q4: all three of BERT's tables are learned, and no loss forces them apart")
-def test_q4_why_embeddings_can_be_summed(student):
+                   feedback="Q4: compare what differs between a token of A and a token of B in the input vector")
+def test_q4_how_a_pair_tells_its_sentences_apart(student):
     assert_choice(student, "answer_q4", "d", {
-        "a": "there is no such loss: the tables are learned with the pretraining objectives alone, and the layers "
-             "above learn to separate what they need",
-        "b": "BERT's position and segment embeddings are learned tables, like the token table; fixed sinusoids were "
-             "the original Transformer's choice",
-        "c": "adding loses nothing: concatenating the three one-hot codes and applying one linear layer gives exactly "
-             "the sum of three learned rows, so it is not an approximation",
+        "a": "positions run on from A into B (0 to 511 over the whole input): restarting them would give the first "
+             "tokens of A and of B the same position vector",
+        "b": "every position attends to every other in every layer, across the [SEP] too: that is how a pair task "
+             "compares the two sentences",
+        "c": "both sentences share one WordPiece vocabulary: a word has the same token id in A and in B",
     })
 
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # every proof grades a notebook with the real eng
 
 CHECKS = "autograder/checks/ex01_masking.py"
 
-ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "b", "c", "a", "d"\n'
+ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "d", "a", "c", "b"\n'
 
 LOSS = '''
 import torch
@@ -336,13 +336,13 @@ WRONG = {
     ),
     "concept answers wrong": (
         mutate((ANSWERS, 'answer_q1, answer_q2, answer_q3, answer_q4 = "a", "b", "b", "a"\n')),
-        {"test_q1_loss_positions", "test_q2_random_and_unchanged", "test_q3_roberta_nsp", "test_q4_summed_embeddings"},
+        {"test_q1_loss_positions", "test_q2_random_and_unchanged", "test_q3_roberta_nsp", "test_q4_dynamic_masking"},
     ),
     "nothing implemented": (
         "def mask_tokens(*args, **kwargs):\n    raise NotImplementedError\n"
         "def mlm_loss(*args, **kwargs):\n    raise NotImplementedError\n",
         set(checks_of(CHECKS)) - {"test_q1_loss_positions", "test_q2_random_and_unchanged",
-                                  "test_q3_roberta_nsp", "test_q4_summed_embeddings"},
+                                  "test_q3_roberta_nsp", "test_q4_dynamic_masking"},
     ),
 }
 

@@ -1,0 +1,354 @@
+"""Proof of the hidden checks of ex08-comparing-models: each misconception fails the checks aimed at it (and
+not those it does not break), three correct implementations (vectorised torch, Python loops over
+`random.Random`, numpy) pass every check whatever the order of their draws, stubs and the release score 0,
+and the points add up to course.yml's."""
+
+from __future__ import annotations
+
+import pytest
+from check_proofs import (
+    assert_caught,
+    assert_every_check_targeted,
+    assert_passes_every_check,
+    assert_points_add_up,
+    assert_release_scores_zero,
+    assert_scores_zero,
+    graded_cells,
+    reference_source,
+    stubbed,
+    wrong_entry,
+)
+
+from bertcourse.course import load_course
+
+CHECKS = "autograder/checks/ex08_comparing_models.py"
+NOTEBOOK = "solutions/ex08-comparing-models/comparing_models.ipynb"
+RELEASE = "exercises/ex08-comparing-models/comparing_models.ipynb"
+PRELUDE = "import math\nimport random\n\nimport torch\n"
+
+
+def solution() -> str:
+    return reference_source(NOTEBOOK, PRELUDE)
+
+
+def mutate(*pairs: tuple[str, str]) -> str:
+    source = solution()
+    for old, new in pairs:
+        assert source.count(old) == 1, (old, source.count(old))
+        source = source.replace(old, new)
+    return source
+
+
+LOOPS = PRELUDE + '''
+def sentence_losses(logits, labels):
+    losses = []
+    for row_logits, row_labels in zip(logits.tolist(), labels.tolist()):
+        total, count = 0.0, 0
+        for scores, label in zip(row_logits, row_labels):
+            if label == -100:
+                continue
+            top = max(scores)
+            total += top + math.log(sum(math.exp(s - top) for s in scores)) - scores[label]
+            count += 1
+        losses.append(total / count if count else float("nan"))
+    return losses
+
+
+def quantiles(stats, alpha):
+    stats = sorted(stats)
+    return stats[int(alpha / 2 * len(stats))], stats[min(len(stats) - 1, int((1 - alpha / 2) * len(stats)))]
+
+
+def paired_interval(losses_a, losses_b, *, n_resamples=2000, alpha=0.05, seed=0):
+    rng = random.Random(seed)
+    d = [float(x) - float(y) for x, y in zip(losses_a.tolist(), losses_b.tolist())]
+    n = len(d)
+    stats = [sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples)]
+    return (sum(d) / n, *quantiles(stats, alpha))
+
+
+def accuracy_interval(correct, *, n_resamples=2000, alpha=0.05, seed=0):
+    rows = [[float(v) for v in row] for row in correct.tolist()]
+    per_sentence = [sum(column) / len(rows) for column in zip(*rows)]
+    rng = random.Random(seed)
+    n = len(per_sentence)
+    stats = [sum(per_sentence[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples)]
+    return (sum(per_sentence) / n, *quantiles(stats, alpha))
+
+
+def paired_seed_test(correct_a, correct_b, *, n_resamples=2000, seed=0):
+    a = [[float(v) for v in row] for row in correct_a.tolist()]
+    b = [[float(v) for v in row] for row in correct_b.tolist()]
+    mean = lambda rows: sum(map(sum, rows)) / (len(rows) * len(rows[0]))
+    observed = mean(a) - mean(b)
+    rng = random.Random(seed)
+    n = len(a[0])
+    extreme = 0
+    for _ in range(n_resamples):
+        sentences = [rng.randrange(n) for _ in range(n)]
+        scores = []
+        for rows in (a, b):
+            seeds = [rows[rng.randrange(len(rows))] for _ in rows]
+            scores.append(sum(row[j] for row in seeds for j in sentences) / (len(seeds) * n))
+        extreme += abs(scores[0] - scores[1] - observed) >= abs(observed) - 1e-12
+    return observed, (1 + extreme) / (1 + n_resamples)
+
+
+def verdict(difference, p, alpha=0.05):
+    if p >= alpha or difference == 0:
+        return "no difference beyond the noise"
+    return "A ahead beyond the noise" if difference > 0 else "B ahead beyond the noise"
+
+
+answer_q1, answer_q2 = " C", "(a)"
+'''
+
+NUMPY = PRELUDE + '''
+import numpy as np
+
+
+def sentence_losses(logits, labels):
+    x = logits.double().numpy()
+    y = labels.numpy()
+    log_z = np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1)) + x.max(-1)
+    picked = np.take_along_axis(x, np.clip(y, 0, None)[..., None], -1)[..., 0]
+    nll = np.where(y != -100, log_z - picked, np.nan)
+    with np.errstate(invalid="ignore"):
+        return torch.tensor([np.nanmean(row) if np.isfinite(row).any() else np.nan for row in nll])
+
+
+def paired_interval(losses_a, losses_b, *, n_resamples=2000, alpha=0.05, seed=0):
+    d = np.asarray(losses_a, dtype=float) - np.asarray(losses_b, dtype=float)
+    rng = np.random.default_rng(seed)
+    stats = d[rng.integers(0, len(d), size=(n_resamples, len(d)))].mean(1)
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2], method="lower")
+    return float(d.mean()), float(low), float(high)
+
+
+def accuracy_interval(correct, *, n_resamples=2000, alpha=0.05, seed=0):
+    per_sentence = np.asarray(correct, dtype=float).mean(0)
+    rng = np.random.default_rng(seed)
+    stats = per_sentence[rng.integers(0, len(per_sentence), size=(n_resamples, len(per_sentence)))].mean(1)
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2], method="higher")
+    return float(per_sentence.mean()), float(low), float(high)
+
+
+def paired_seed_test(correct_a, correct_b, *, n_resamples=2000, seed=0):
+    a, b = np.asarray(correct_a, dtype=float), np.asarray(correct_b, dtype=float)
+    rng = np.random.default_rng(seed)
+    n = a.shape[1]
+    sentences = rng.integers(0, n, size=(n_resamples, n))
+    means = []
+    for m in (b, a):  # B's seeds drawn first: any order of draws is fine
+        seeds = rng.integers(0, m.shape[0], size=(n_resamples, m.shape[0]))
+        per_seed_sentence = m[seeds[:, :, None], sentences[:, None, :]]
+        means.append(per_seed_sentence.mean((1, 2)))
+    observed = a.mean() - b.mean()
+    extreme = np.sum(np.abs(means[1] - means[0] - observed) >= abs(observed) - 1e-12)
+    return float(observed), float((1 + extreme) / (1 + n_resamples))
+
+
+def verdict(difference, p, alpha=0.05):
+    return {(True, True): "A ahead beyond the noise", (True, False): "B ahead beyond the noise"}.get(
+        (p < alpha and difference != 0, difference > 0), "no difference beyond the noise")
+
+
+answer_q1, answer_q2 = "c", "A"
+'''
+
+CORRECT = {"solution": solution, "python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
+
+LOSS_CE, LOSS_MEAN, LOSS_NAN = ("test_cross_entropy_of_each_target", "test_mean_over_the_sentence_targets_only",
+                                "test_sentence_without_targets_is_nan")
+PI_DIFF, PI_PAIR, PI_Q, PI_SEED = ("test_difference_is_the_mean_of_a_minus_b",
+                                   "test_both_models_resampled_on_the_same_sentences",
+                                   "test_paired_interval_quantiles", "test_paired_interval_seed")
+ACC, ACC_Q, ACC_FIXED, ACC_SEED = ("test_accuracy_is_the_seed_average", "test_accuracy_interval_resamples_sentences",
+                                   "test_accuracy_interval_holds_the_seeds_fixed", "test_accuracy_interval_seed")
+T_DIFF, T_SIG, T_SEEDS, T_SAME, T_P, T_SEED = (
+    "test_difference_of_seed_averaged_accuracies", "test_planted_difference_is_significant",
+    "test_seeds_are_resampled", "test_identical_models_get_p_1", "test_p_counts_the_observed_data",
+    "test_paired_seed_test_seed")
+V_AHEAD, V_NOISE, V_ALPHA = ("test_verdict_names_the_model_ahead", "test_verdict_within_the_noise",
+                             "test_verdict_alpha_is_an_argument")
+
+A_MINUS_B = "diff = torch.as_tensor(losses_a, dtype=torch.float64) - torch.as_tensor(losses_b, dtype=torch.float64)"
+B_MINUS_A = A_MINUS_B.replace("losses_a", "LOSSES").replace("losses_b", "losses_a").replace("LOSSES", "losses_b")
+DIFF_LINE = ("    " + A_MINUS_B +
+             "\n    generator = torch.Generator().manual_seed(seed)\n    picks = torch.randint(len(diff), "
+             "(n_resamples, len(diff)), generator=generator)\n    resampled = diff[picks].mean(1)\n")
+PER_SENTENCE = "    per_sentence = torch.as_tensor(correct, dtype=torch.float64).mean(0)"
+ACC_QUANTILES = ("    resampled = per_sentence[picks].mean(1)\n"
+                 "    q = torch.tensor([alpha / 2, 1 - alpha / 2], dtype=torch.float64)\n")
+ACC_PICKS = "    picks = torch.randint(len(per_sentence), (n_resamples, len(per_sentence)), generator=generator)\n"
+
+WRONG = {
+    # part 1
+    "log-softmax over the positions": (
+        mutate(("torch.log_softmax(logits.float(), dim=-1)", "torch.log_softmax(logits.float(), dim=1)")),
+        {LOSS_CE, LOSS_MEAN}),
+    "probabilities instead of log-probabilities": (
+        mutate(("torch.log_softmax(logits.float(), dim=-1)", "torch.softmax(logits.float(), dim=-1)")),
+        {LOSS_CE, LOSS_MEAN}),
+    "summed over the targets": (
+        mutate(("return nll.sum(1) / targets.sum(1)", "return nll.sum(1)")), {LOSS_MEAN}, {LOSS_CE}),
+    "mean over every position": (
+        mutate(("return nll.sum(1) / targets.sum(1)", "return nll.sum(1) / labels.shape[1]")), {LOSS_MEAN}, {LOSS_CE}),
+    "one mean for the whole batch": (
+        mutate(("return nll.sum(1) / targets.sum(1)", "return (nll.sum() / targets.sum()).expand(len(labels))")),
+        {LOSS_CE, LOSS_MEAN}),
+    "0 for a sentence without targets": (
+        mutate(("return nll.sum(1) / targets.sum(1)", "return nll.sum(1) / targets.sum(1).clamp(min=1)")),
+        {LOSS_NAN}, {LOSS_CE, LOSS_MEAN}),
+    # part 2
+    "B minus A": (
+        mutate((A_MINUS_B, B_MINUS_A)),
+        {PI_DIFF, PI_PAIR}),
+    "each model resampled on its own": (
+        mutate((DIFF_LINE, DIFF_LINE.replace(
+            "    resampled = diff[picks].mean(1)\n",
+            "    other = torch.randint(len(diff), (n_resamples, len(diff)), generator=generator)\n"
+            "    a = torch.as_tensor(losses_a, dtype=torch.float64)\n"
+            "    b = torch.as_tensor(losses_b, dtype=torch.float64)\n"
+            "    resampled = a[picks].mean(1) - b[other].mean(1)\n"))),
+        {PI_PAIR, PI_Q}, {PI_DIFF}),
+    "unhalved alpha (paired interval)": (
+        mutate((DIFF_LINE + "    q = torch.tensor([alpha / 2, 1 - alpha / 2], dtype=torch.float64)",
+                DIFF_LINE + "    q = torch.tensor([alpha, 1 - alpha], dtype=torch.float64)")),
+        {PI_Q}, {PI_DIFF, PI_PAIR, PI_SEED}),
+    "sentences drawn without replacement": (
+        mutate(("    picks = torch.randint(len(diff), (n_resamples, len(diff)), generator=generator)",
+                "    picks = torch.stack([torch.randperm(len(diff), generator=generator)\n"
+                "                         for _ in range(n_resamples)])")),
+        {PI_Q}, {PI_DIFF}),  # every resample is the whole set: a zero-width interval up to rounding
+    "the global generator (paired interval)": (
+        mutate(("    picks = torch.randint(len(diff), (n_resamples, len(diff)), generator=generator)",
+                "    picks = torch.randint(len(diff), (n_resamples, len(diff)))")),
+        {PI_SEED}, {PI_DIFF, PI_PAIR, PI_Q}),
+    # part 3
+    "the first seed only": (
+        mutate((PER_SENTENCE, "    per_sentence = torch.as_tensor(correct, dtype=torch.float64)[0]")),
+        {ACC, ACC_FIXED}, {ACC_Q}),
+    "(seed, sentence) cells resampled": (
+        mutate((PER_SENTENCE, "    per_sentence = torch.as_tensor(correct, dtype=torch.float64).flatten()")),
+        {ACC_Q, ACC_FIXED}, {ACC}),
+    "seeds resampled in the accuracy interval": (
+        mutate((PER_SENTENCE, "    rows = torch.as_tensor(correct, dtype=torch.float64)\n"
+                              "    per_sentence = rows.mean(0)"),
+               (ACC_PICKS + "    resampled = per_sentence[picks].mean(1)\n",
+                ACC_PICKS + "    seeds = torch.randint(len(rows), (n_resamples, len(rows)), generator=generator)\n"
+                "    resampled = torch.stack([rows[s][:, c].mean() for s, c in zip(seeds, picks)])\n")),
+        {ACC_FIXED}, {ACC, ACC_Q}),
+    "unhalved alpha (accuracy interval)": (
+        mutate((ACC_QUANTILES, ACC_QUANTILES.replace("[alpha / 2, 1 - alpha / 2]", "[alpha, 1 - alpha]"))),
+        {ACC_Q}, {ACC, ACC_FIXED, ACC_SEED}),
+    "the seed ignored (accuracy interval)": (
+        mutate((ACC_PICKS, ACC_PICKS.replace("generator=generator", "generator=torch.Generator().manual_seed(0)"))),
+        {ACC_SEED}, {ACC, ACC_Q, ACC_FIXED}),
+    # part 4
+    "B minus A in the test": (
+        mutate(("    observed = a.mean().item() - b.mean().item()", "    observed = b.mean().item() - a.mean().item()"),
+               ("    diffs = resampled(a) - resampled(b)", "    diffs = resampled(b) - resampled(a)")),
+        {T_DIFF, T_SIG}),
+    "the two models resampled on different sentences": (
+        mutate(("        return rows.gather(2, sentences.expand(-1, scores.shape[0], -1)).mean((1, 2))",
+                "        own = torch.randint(n, (n_resamples, 1, n), generator=generator)\n"
+                "        return rows.gather(2, own.expand(-1, scores.shape[0], -1)).mean((1, 2))")),
+        {T_SIG}, {T_DIFF}),
+    "resampled differences not centred": (
+        mutate(("    extreme = int(((diffs - observed).abs() >= abs(observed) - 1e-12).sum())",
+                "    extreme = int((diffs.abs() >= abs(observed) - 1e-12).sum())")),
+        {T_SIG}, {T_DIFF}),
+    "seeds held fixed in the test": (
+        mutate(("        seeds = torch.randint(scores.shape[0], (n_resamples, scores.shape[0]), generator=generator)",
+                "        seeds = torch.arange(scores.shape[0]).expand(n_resamples, -1)")),
+        {T_SEEDS}, {T_DIFF, T_SIG, T_SAME, T_P}),
+    "strict inequality": (
+        mutate(("(diffs - observed).abs() >= abs(observed) - 1e-12", "(diffs - observed).abs() > abs(observed)")),
+        {T_SAME}, {T_DIFF, T_SIG, T_P}),
+    "p without the observed data": (
+        mutate(("    return observed, (1 + extreme) / (1 + n_resamples)",
+                "    return observed, extreme / n_resamples")),
+        {T_P}, {T_DIFF, T_SIG, T_SEEDS, T_SAME}),
+    "the global generator (test)": (
+        mutate(("    generator = torch.Generator().manual_seed(seed)\n    n = a.shape[1]",
+                "    generator = None\n    n = a.shape[1]")),
+        {T_SEED}, {T_DIFF, T_SIG, T_SEEDS, T_SAME, T_P}),
+    # part 5
+    "the sign alone decides": (
+        mutate(("    if p < alpha and difference > 0:", "    if difference > 0:"),
+               ("    if p < alpha and difference < 0:", "    if difference < 0:")),
+        {V_NOISE, V_ALPHA}, {V_AHEAD}),
+    "alpha fixed at 0.05": (
+        mutate(("    if p < alpha and difference > 0:", "    alpha = 0.05\n    if p < alpha and difference > 0:")),
+        {V_ALPHA}, {V_AHEAD, V_NOISE}),
+    "A and B swapped in the verdict": (
+        mutate(('        return "A ahead beyond the noise"', '        return "B ahead beyond the noise"'),
+               ('        return "B ahead beyond the noise"\n    return "no',
+                '        return "A ahead beyond the noise"\n    return "no')),
+        {V_AHEAD, V_NOISE, V_ALPHA}),
+    # part 6
+    "Q1: no difference shown means none exists": (
+        mutate(('    answer_q1 = "c"', '    answer_q1 = "a"')), {"test_q1_what_an_interval_around_zero_says"}),
+    "Q2: targets are faster to resample": (
+        mutate(('    answer_q2 = "a"', '    answer_q2 = "d"')), {"test_q2_why_sentences_are_resampled"}),
+}
+
+WELL_FORMED_NOTHING = PRELUDE + '''
+def sentence_losses(logits, labels):
+    return torch.zeros(len(labels))
+
+def paired_interval(losses_a, losses_b, *, n_resamples=2000, alpha=0.05, seed=0):
+    return 0.0, 0.0, 0.0
+
+def accuracy_interval(correct, *, n_resamples=2000, alpha=0.05, seed=0):
+    return 0.5, 0.0, 1.0
+
+def paired_seed_test(correct_a, correct_b, *, n_resamples=2000, seed=0):
+    return 0.0, 1.0
+
+def verdict(difference, p, alpha=0.05):
+    return "no difference beyond the noise"
+
+answer_q1 = answer_q2 = None
+'''
+
+STUBS = {"raise": lambda: stubbed(solution(), "raise"),
+         "return the first argument": lambda: stubbed(solution(), "return"),
+         "well-formed nothing": lambda: WELL_FORMED_NOTHING}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CORRECT))
+def test_correct_implementation_passes_every_check(name):
+    assert_passes_every_check(CHECKS, CORRECT[name](), name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("misconception", list(WRONG))
+def test_misconception_fails_its_check(misconception):
+    source, targeted, must_pass = wrong_entry(WRONG[misconception])
+    assert_caught(CHECKS, source, targeted, misconception, must_pass)
+
+
+def test_every_check_is_targeted_by_some_misconception_and_marked():
+    assert_every_check_targeted(CHECKS, WRONG, set(graded_cells(NOTEBOOK)))
+
+
+def test_check_points_add_up_to_the_cells_and_to_course_yml():
+    assert_points_add_up(CHECKS, NOTEBOOK)
+    exercise = next(e for e in load_course().exercises if e.id == "ex08-comparing-models")
+    assert exercise.points == sum(graded_cells(NOTEBOOK).values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stub", list(STUBS))
+def test_stub_scores_zero(stub):
+    source = STUBS[stub]()
+    assert "### BEGIN SOLUTION" not in source
+    assert_scores_zero(CHECKS, source, stub)
+
+
+@pytest.mark.slow
+def test_release_scores_zero():
+    assert_release_scores_zero(RELEASE, "ex08-comparing-models")
