@@ -57,6 +57,7 @@ from bertcourse.devices import autocast_dtype, precision_name
 from bertcourse.distributed import Processes, is_main_process
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import write_atomic
+from bertcourse.loop import LossLog, TrainStep
 from bertcourse.masking import pad_batch
 from bertcourse.model import build_model
 from bertcourse.optim import adamw, linear_schedule
@@ -287,9 +288,12 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
     total = min(epochs * steps_per_epoch, options.max_steps or math.inf)
     optimizer = adamw(model, spec.learning_rate[options.regime], spec.weight_decay)
     warmup = max(1, int(spec.warmup_fraction * total))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(total, warmup))
+    # autocast, loss scaling (fp16 only), clipping after unscaling, the schedule (bertcourse.loop)
+    train_step = TrainStep(optimizer, [p for _, p in trainable_parameters(model)], device=device,
+                           dtype=autocast_dtype(device, options.precision), grad_clip=1.0,
+                           schedule=linear_schedule(total, warmup))
     evaluate_at = {round(total * (k + 1) / EVALUATIONS_PER_RUN) for k in range(EVALUATIONS_PER_RUN)}
-    dtype = autocast_dtype(device, options.precision)
+    log = LossLog()  # the losses stay on the device until an evaluation reads them
     generator = torch.Generator().manual_seed(options.seed)
     history: dict[str, list] = {"step": [], "loss": [], "eval_step": [], "eval_accuracy": []}
     bar = tqdm(total=total, desc=f"finetune {options.arch} {options.regime} {options.init}",
@@ -303,7 +307,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
             index = processes.shard(order[start : start + batch_size])  # one process: the whole batch
             labels = data.train_labels[index].to(device)
             model.train()
-            with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            with train_step.autocast():
                 if probe:
                     loss = forward(train_x[index].to(device), labels).loss
                 else:
@@ -311,16 +315,15 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
                     loss = forward(ids.to(device), attention.to(device), labels=labels).loss
             # weighted by this share's rows (one target per row); the curve gets the global batch's mean
             loss, global_loss, _ = processes.global_mean(loss, {"labels": labels, "attention_mask": labels})
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in trainable_parameters(model)], 1.0)
-            optimizer.step()
-            schedule.step()
+            train_step.backward(loss)
+            train_step.step()
             step += 1
             history["step"].append(step)
-            history["loss"].append(global_loss)
-            bar.set_postfix(loss=f"{global_loss:.3f}", refresh=False)
+            log.add(loss=global_loss)
             bar.update(1)
+            if step in evaluate_at or step >= total:
+                history["loss"].extend(log.read()["loss"])
+                bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", refresh=False)
             if step in evaluate_at and main:
                 if probe:
                     model.eval()
@@ -364,7 +367,11 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     profile = resolve_profile(options.profile, course)
     spec = course.profile(profile).finetuning()
     out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(options, profile)
-    config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
+    processes = Processes(options.device)  # one, or this one of several started by torchrun
+    batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
+    processes.start(batch_size)
+    with processes.main_first():  # under torchrun rank 0 trains and caches a scratch run's tokenizer, the rest read
+        config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
     config = ModelConfig.from_dict(config_dict)
     if spec.max_seq_len > config.max_seq_len:
         raise FinetuneError(f"profile {profile}: finetune.max_seq_len {spec.max_seq_len} exceeds the model's "
@@ -378,22 +385,22 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     }
     if options.regime == "probe":  # the probe's vectors are standardised (see _train); not the other regimes'
         settings["probe_features"] = "standardised"
-    processes = Processes(options.device)  # one, or this one of several started by torchrun
     if processes.ddp:  # the head's dropout masks depend on the split (one process: the key as before)
         settings["world_size"] = processes.world_size
     key = run_key(settings)
     finished = read_finished(out_dir, key)
     if finished is not None:
+        processes.close()
         return finished
 
-    data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
-    batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
+    with processes.main_first():  # rank 0 tokenizes SST-2 and caches the tokens, the others read them
+        data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
     last_batch = len(data.train_ids) % batch_size or batch_size
     if processes.ddp and last_batch < processes.world_size:
+        processes.close()
         raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {len(data.train_ids)} training "
                             f"rows, fewer than the {processes.world_size} processes: run fewer processes or "
                             "change train_rows")
-    processes.start(batch_size)
     device = processes.device
     torch.manual_seed(options.seed)
     encoder = build_model(config)
