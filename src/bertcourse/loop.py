@@ -32,6 +32,7 @@ CPU wait for the GPU, and read every step before `backward()` it stalls the GPU'
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -91,7 +92,11 @@ class TrainStep:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         if self.schedule is not None:
-            self.schedule.step()
+            with warnings.catch_warnings():
+                # a step the scaler skipped (fp16 overflow, typically the first few while the scale settles)
+                # still advances the schedule, which counts the loop's steps; torch warns of that, as expected
+                warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
+                self.schedule.step()
         self.micro = 0
 
     @property
