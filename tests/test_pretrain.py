@@ -160,6 +160,11 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, s
     assert straight.history == resumed.history
     assert straight.final_eval == resumed.final_eval
     assert straight.history["loss"][-1] < straight.history["loss"][0]
+    assert len(straight.history["loss"]) == len(straight.history["lr"]) == 10  # losses read back at log time
+    # 10 steps, shorter than twice cpu-quick's 6 warm-up steps: warmed up over half, then decayed to the floor
+    peak = straight.history["lr"].index(max(straight.history["lr"]))
+    assert peak == 3 and max(straight.history["lr"]) == pytest.approx(2e-3)  # the lr of step 5 (0-based 4): peak
+    assert straight.history["lr"][-1] == pytest.approx(0.1 * 2e-3)
     assert (tmp_path / "straight" / "loss_curve.png").stat().st_size > 1000
 
 
