@@ -19,6 +19,8 @@ How the work is split, and what that changes:
 - every process's loss is weighted by its share of the global batch's targets (`global_mean`), so the
   averaged gradient is the gradient of the mean over the whole global batch, as in a single process
   (a plain DDP average would weight a shard with few masked tokens as much as one with many);
+- rank 0 alone does the data work that writes caches (the corpus, the tokenizer, the tokens: `main_first`),
+  the others wait at a barrier and then read what it wrote;
 - rank 0 alone evaluates, prints and writes the checkpoint; the checkpoint holds every process's random
   generators (`gather`), so a killed distributed run resumes exactly, but only on the same number of
   processes: `check_resume` refuses another world size, since per-process generators cannot be split or
