@@ -132,7 +132,8 @@ def test_grading_modules_are_short(package):
 # ----------------------------------------------------------------------------- the teaching core
 
 TEACHING_LEAVES = ["bertcourse.model", "bertcourse.tokenizer", "bertcourse.masking", "bertcourse.model_support",
-                   "bertcourse.classifier", "bertcourse.heads", "bertcourse.devices", "bertcourse.optim"]
+                   "bertcourse.classifier", "bertcourse.heads", "bertcourse.devices", "bertcourse.optim",
+                   "bertcourse.loop"]
 MODEL_LESSON_LINES = 300  # model.py above its "end of the lesson" line: what lesson 3 asks a student to read
 LESSON_END = "# ----------------------------------------------------------------------------- end of the lesson"
 
