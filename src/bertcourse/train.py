@@ -60,6 +60,7 @@ from bertcourse.tokenizer import load_tokenizer
 
 LOG_EVERY = 10  # steps between reads of the losses (each read waits for the GPU); also at evaluations and checkpoints
 
+
 @dataclass
 class PretrainOptions:
     """What `bertcourse pretrain` can change; the rest comes from the course.yml profile."""
