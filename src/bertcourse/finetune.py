@@ -367,11 +367,7 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     profile = resolve_profile(options.profile, course)
     spec = course.profile(profile).finetuning()
     out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(options, profile)
-    processes = Processes(options.device)  # one, or this one of several started by torchrun
-    batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
-    processes.start(batch_size)
-    with processes.main_first():  # under torchrun rank 0 trains and caches a scratch run's tokenizer, the rest read
-        config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
+    config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
     config = ModelConfig.from_dict(config_dict)
     if spec.max_seq_len > config.max_seq_len:
         raise FinetuneError(f"profile {profile}: finetune.max_seq_len {spec.max_seq_len} exceeds the model's "
@@ -385,22 +381,24 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     }
     if options.regime == "probe":  # the probe's vectors are standardised (see _train); not the other regimes'
         settings["probe_features"] = "standardised"
+    processes = Processes(options.device)  # one, or this one of several started by torchrun
     if processes.ddp:  # the head's dropout masks depend on the split (one process: the key as before)
         settings["world_size"] = processes.world_size
     key = run_key(settings)
     finished = read_finished(out_dir, key)
     if finished is not None:
-        processes.close()
         return finished
 
-    with processes.main_first():  # rank 0 tokenizes SST-2 and caches the tokens, the others read them
-        data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
+    # every process encodes SST-2 itself (seconds; the token cache is written atomically), so that a split that
+    # cannot work is refused before any process group is joined
+    data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
+    batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
     last_batch = len(data.train_ids) % batch_size or batch_size
     if processes.ddp and last_batch < processes.world_size:
-        processes.close()
         raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {len(data.train_ids)} training "
                             f"rows, fewer than the {processes.world_size} processes: run fewer processes or "
                             "change train_rows")
+    processes.start(batch_size)
     device = processes.device
     torch.manual_seed(options.seed)
     encoder = build_model(config)
