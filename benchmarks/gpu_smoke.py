@@ -9,7 +9,7 @@ A maintainer with a CUDA GPU (a Colab T4, say) runs, from the repository root,
 and pastes the markdown it prints (also written to `--out`: gpu_smoke.md and gpu_smoke.json) into
 benchmarks/README.md ("The GPU check") and README.md ("Pretraining on a GPU"). Its parts:
 
-1. **pretraining** (lesson 3's path, `bertcourse.train.pretrain`, the profile's model, batch, schedule and
+1. **pretraining** (lesson 3's path, `bertcourse.training.pretrain.pretrain`, the profile's model, batch, schedule and
    precision: `auto` is bf16 on a GPU with bf16 in hardware, compute capability 8.0+, and fp16 with loss
    scaling below, a T4) for `--steps` steps:
    - steps/s and tokens/s of the steady state (the steps after the first tenth, timed between the starts of
@@ -29,14 +29,14 @@ benchmarks/README.md ("The GPU check") and README.md ("Pretraining on a GPU"). I
      data work alone takes ~15 minutes on Colab's CPUs (README), past this check's budget; step times and
      memory do not depend on the corpus. `--corpus profile` takes the profile's own (WikiText-103 too);
 2. **precisions**: `--precision-steps` steps of the profile's model on fixed random batches through the
-   loop's own step (`bertcourse.loop.TrainStep`: autocast, fp16 loss scaling, clipping, fused AdamW) in
+   loop's own step (`bertcourse.training.loop.TrainStep`: autocast, fp16 loss scaling, clipping, fused AdamW) in
    fp16, bf16 and fp32 each: ms a step, tokens/s, peak memory, the last loss (finite, and whether the fp16
    scaler skipped steps). On a T4 bf16 runs, emulated, only because it is asked for explicitly;
 3. **the loss against the CPU's**: the `--short-profile` (cpu-quick) pretraining for its steps, dropout off,
    in fp32 on the GPU and on the CPU, and in `auto` on the GPU: the held-out losses and their differences
    (kernels differ, so they agree closely, not bit for bit; the table flags a gap above 0.05);
 4. **lesson 3's GPT and lesson 4's fine-tuning** on CUDA: the parameter-matched GPT pretrained for
-   `--finetune-steps` steps, then `bertcourse.finetune.finetune` for `--finetune-steps` steps of each regime
+   `--finetune-steps` steps, then `bertcourse.training.finetune.finetune` for `--finetune-steps` steps of each regime
    (full, LoRA, probe) from part 1's BERT and of full fine-tuning from the GPT (pooling at its last token),
    in the same precision rule: the SST-2 validation accuracy and seconds of each (a path check, not a result).
 
@@ -68,11 +68,11 @@ from pretraining import CPU_ATTENTION_FLOPS, make_batches  # noqa: E402  (the be
 
 from bertcourse.course import load_course  # noqa: E402
 from bertcourse.data import load_corpus  # noqa: E402
-from bertcourse.devices import autocast_dtype, precision_name  # noqa: E402
+from bertcourse.training.devices import autocast_dtype, precision_name  # noqa: E402
 from bertcourse.errors import BertcourseError  # noqa: E402
-from bertcourse.loop import TrainStep  # noqa: E402
+from bertcourse.training.loop import TrainStep  # noqa: E402
 from bertcourse.model import ModelConfig, build_model  # noqa: E402
-from bertcourse.optim import adamw  # noqa: E402
+from bertcourse.training.optim import adamw  # noqa: E402
 
 NO_GPU = 2  # exit status without a GPU (and without --allow-cpu)
 
@@ -92,26 +92,26 @@ def flops_per_step(config: ModelConfig, batch_size: int, device: torch.device) -
 
 def timed_pretraining(args: argparse.Namespace, device: torch.device, out_dir: str | Path,
                       corpus: object) -> tuple[object, list[float]]:
-    """`bertcourse.train.pretrain` for `args.steps` steps on `corpus`; the wall-clock time at the start of
+    """`bertcourse.training.pretrain.pretrain` for `args.steps` steps on `corpus`; the wall-clock time at the start of
     every step."""
-    import bertcourse.train
+    import bertcourse.training.pretrain
 
     starts: list[float] = []
-    draw = bertcourse.train.batch_indices
+    draw = bertcourse.training.pretrain.batch_indices
 
     def timed(step: int, *rest, **kwargs):  # the loop calls it once per step, first thing
         starts.append(time.perf_counter())
         return draw(step, *rest, **kwargs)
 
-    bertcourse.train.batch_indices = timed  # this process runs only this one pretraining
+    bertcourse.training.pretrain.batch_indices = timed  # this process runs only this one pretraining
     try:
-        options = bertcourse.train.PretrainOptions(
+        options = bertcourse.training.pretrain.PretrainOptions(
             arch="bert", profile=args.profile, out_dir=out_dir, data_dir=args.data_dir, source=args.source,
             max_steps=args.steps, eval_every=args.steps, checkpoint_every=args.steps, progress=False,
             device=device.type, precision=args.precision)
-        result = bertcourse.train.pretrain(options, corpus=corpus)
+        result = bertcourse.training.pretrain.pretrain(options, corpus=corpus)
     finally:
-        bertcourse.train.batch_indices = draw
+        bertcourse.training.pretrain.batch_indices = draw
     return result, starts
 
 
@@ -146,7 +146,7 @@ def peak_memory(device: torch.device) -> str:
 
 def pretraining_part(args: argparse.Namespace, device: torch.device, name: str, course, corpus,
                      out_dir: Path) -> dict:
-    """Part 1: the profile's BERT pretrained for --steps through `bertcourse.train.pretrain`, timed."""
+    """Part 1: the profile's BERT pretrained for --steps through `bertcourse.training.pretrain.pretrain`, timed."""
     spec = course.profile(args.profile).pretrain
     precision = precision_name(autocast_dtype(device, args.precision))
     reset_peak(device)
@@ -243,7 +243,7 @@ def precision_part(args: argparse.Namespace, device: torch.device, config: Model
 def cpu_comparison_part(args: argparse.Namespace, device: torch.device, course, out_dir: Path) -> dict:
     """Part 3: the --short-profile pretraining in fp32 on the device and on the CPU, and in auto on the device."""
     from bertcourse.data import load_corpus
-    from bertcourse.train import PretrainOptions, pretrain
+    from bertcourse.training.pretrain import PretrainOptions, pretrain
 
     corpus = load_corpus(course, data_dir=args.data_dir, source=args.source, profile=args.short_profile)
     runs = [("cpu", "fp32"), (device.type, "fp32"), (device.type, "auto")]
@@ -276,8 +276,9 @@ def cpu_comparison_part(args: argparse.Namespace, device: torch.device, course, 
 def lesson_paths_part(args: argparse.Namespace, device: torch.device, course, corpus, bert_dir: Path,
                       out_dir: Path) -> dict:
     """Part 4: lesson 3's GPT pretraining and lesson 4's fine-tuning runs, a few steps each, on the device."""
-    from bertcourse.finetune import FinetuneOptions, finetune
-    from bertcourse.train import CHECKPOINT_NAME, PretrainOptions, pretrain
+    from bertcourse.training.finetune import FinetuneOptions, finetune
+    from bertcourse.training.checkpoint import CHECKPOINT_NAME
+    from bertcourse.training.pretrain import PretrainOptions, pretrain
 
     steps = args.finetune_steps
     started = time.perf_counter()

@@ -203,7 +203,7 @@ def test_lesson_sizes_are_per_profile_numbers_given_by_every_profile():
 
 def _lr_factors(spec, steps: int) -> list[float]:
     """The learning-rate factor of every step of a run of `steps` steps, as the pretraining loops schedule it."""
-    from bertcourse.optim import lr_factor
+    from bertcourse.training.optim import lr_factor
 
     warmup = spec.warmup(steps)
     return [lr_factor(step, warmup, steps) for step in range(steps)]
