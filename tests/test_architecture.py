@@ -133,7 +133,7 @@ def test_grading_modules_are_short(package):
 
 TEACHING_LEAVES = ["bertcourse.model", "bertcourse.tokenizer", "bertcourse.masking", "bertcourse.model_support",
                    "bertcourse.classifier", "bertcourse.heads", "bertcourse.training.devices",
-                   "bertcourse.training.optim"]
+                   "bertcourse.training.optim", "bertcourse.training.loop"]
 MODEL_LESSON_LINES = 300  # model.py above its "end of the lesson" line: what lesson 3 asks a student to read
 LESSON_END = "# ----------------------------------------------------------------------------- end of the lesson"
 

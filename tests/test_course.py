@@ -200,3 +200,45 @@ def test_lesson_sizes_are_per_profile_numbers_given_by_every_profile():
     assert "profiles.cpu.lesson_sizes gives" in message and "every profile needs the same numbers" in message
     cpu_sizes = missing.index("lesson_sizes:", missing.index("  cpu:\n"))
     assert f"course.yml:{missing[:cpu_sizes].count(chr(10)) + 1}:" in message  # the cpu profile's lesson_sizes key
+
+
+def _lr_factors(spec, steps: int) -> list[float]:
+    """The learning-rate factor of every step of a run of `steps` steps, as the pretraining loops schedule it."""
+    from bertcourse.training.optim import lr_factor
+
+    warmup = spec.warmup(steps)
+    return [lr_factor(step, warmup, steps) for step in range(steps)]
+
+
+@pytest.mark.parametrize("steps, warmup", [(300, 30), (3000, 300), (5000, 500), (55000, 5500)])
+def test_the_gpu_warm_up_is_a_tenth_of_each_run_which_reaches_its_peak_and_decays(steps, warmup):
+    """gpu_smoke.py's 300 steps, lesson 2's 3,000, lesson 6's 5,000, the full 55,000: each warms up over its
+    tenth, reaches the peak learning rate and decays to the schedule's floor (an absolute 5,500-step warm-up
+    ended them at 5-91% of the peak, still rising)."""
+    spec = load_course(ROOT).profile("gpu").pretrain
+    assert spec.warmup(steps) == warmup
+    factors = _lr_factors(spec, steps)
+    assert max(factors) == factors[warmup - 1] == 1.0
+    assert all(a > b for a, b in zip(factors[warmup:], factors[warmup + 1:]))
+    assert factors[-1] < 0.11
+
+
+@pytest.mark.parametrize("profile, steps, warmup", [
+    ("cpu", 3000, 100), ("cpu-long", 9000, 100), ("cpu", 600, 100), ("cpu", 1000, 100),  # their runs: as measured
+    ("cpu-quick", 60, 6), ("cpu-quick", 20, 6),
+    ("cpu", 120, 60), ("cpu-quick", 8, 4),  # runs shorter than twice the warm-up: half of them
+])
+def test_the_cpu_profiles_keep_their_absolute_warm_up_capped_at_half_a_run(profile, steps, warmup):
+    course = load_course(ROOT)
+    spec = course.profile(profile).pretrain
+    assert spec.warmup(steps) == warmup
+    assert max(_lr_factors(spec, steps)) == 1.0
+
+
+def test_a_warm_up_needs_a_fraction_or_steps_and_a_fraction_in_range():
+    text = MANIFEST.replace("warmup_steps: 6, warmup_fraction: 0.5,", "", 1)
+    message = _error(text)
+    assert "profiles.cpu-quick.pretrain: give warmup_fraction" in message
+    assert f"course.yml:{_line_of(text, 'batch_size: 32, max_steps: 60')}:" in message
+    message = _error(MANIFEST.replace("warmup_fraction: 0.1,", "warmup_fraction: 10,", 1))
+    assert "profiles.gpu.pretrain: warmup_fraction must lie in (0, 1], got 10" in message

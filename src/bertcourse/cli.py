@@ -157,8 +157,9 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """--device, --precision and --no-progress: the same three for every command that trains."""
     parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
     parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
-                        help="what the training steps autocast to; auto = bf16 on CUDA (fp16 with loss scaling "
-                        "where bf16 is missing), bf16 on a CPU with native bf16 (AVX512-BF16/AMX), else fp32; "
+                        help="what the training steps autocast to; auto = bf16 on a GPU with bf16 in hardware "
+                        "(sm_80+: A100, L4, H100), fp16 with loss scaling on older GPUs (a T4), bf16 on a CPU with "
+                        "native bf16 (AVX512-BF16/AMX), else fp32; "
                         "fp16 on the CPU is refused; a resumed pretraining keeps its precision (default: auto)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 

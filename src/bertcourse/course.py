@@ -94,11 +94,32 @@ class PretrainSpec:
     batch_size: int
     max_steps: int
     learning_rate: float
-    warmup_steps: int
+    warmup_steps: int | None = None  # an absolute warm-up; with warmup_fraction, its ceiling
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     eval_every: int = 100
     checkpoint_every: int = 100
+    warmup_fraction: float | None = None  # the warm-up as a share of each run's steps (at most, with warmup_steps)
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps is None and self.warmup_fraction is None:
+            raise ValueError("give warmup_fraction (a share of each run's steps), warmup_steps, or both")
+        if self.warmup_fraction is not None and not 0 < self.warmup_fraction <= 1:
+            raise ValueError(f"warmup_fraction must lie in (0, 1], got {self.warmup_fraction}")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be at least 0, got {self.warmup_steps}")
+
+    def warmup(self, steps: int) -> int:
+        """The warm-up steps of a run of `steps` steps: `warmup_fraction` of them (at least 1), no more than
+        `warmup_steps` when both are given; `warmup_steps` alone is absolute.
+
+        A fraction keeps every run's schedule whole: lesson 2's or a smoke test's few hundred steps reach the
+        peak learning rate and decay, where the full run's absolute warm-up would outlast them.
+        """
+        if self.warmup_fraction is None:
+            return self.warmup_steps or 0
+        share = max(1, round(self.warmup_fraction * steps))
+        return share if self.warmup_steps is None else min(self.warmup_steps, share)
 
 
 @dataclass(frozen=True)

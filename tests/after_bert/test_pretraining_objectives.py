@@ -17,6 +17,7 @@ from bertcourse.after_bert.sentence_objectives import (
     with_unlabelled,
 )
 from bertcourse.config import MaskingProbs, ModelConfig
+from bertcourse.course import PretrainSpec
 from bertcourse.model import build_model
 from bertcourse.tokenizer import train_tokenizer
 from bertcourse.training.objectives import MaskedLM
@@ -139,8 +140,8 @@ def test_every_variant_trains_a_few_steps(tokenizer, documents, variant):
         blocks = [[tokenizer.cls_token_id, *tokenizer.encode(" ".join(doc), add_special_tokens=False)[:60],
                    tokenizer.sep_token_id] for doc in documents]
         data, objective = PackedData(blocks, [[0] * len(b) for b in blocks]), MaskedLM(tokenizer, MaskingProbs())
-    spec = type("Spec", (), {"learning_rate": 3e-3, "weight_decay": 0.01, "warmup_steps": 1, "grad_clip": 1.0,
-                             "batch_size": 4})()
+    spec = PretrainSpec(batch_size=4, max_steps=3, learning_rate=3e-3, warmup_steps=1, weight_decay=0.01,
+                        grad_clip=1.0)
     batch = objective.batch(data, range(4), torch.Generator().manual_seed(0))
     assert training_flops(model, batch) > 0
     history = train(model, objective, data, steps=3, spec=spec, seed=0, device=torch.device("cpu"), amp=None,

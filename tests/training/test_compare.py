@@ -199,6 +199,27 @@ def test_a_pretraining_resumed_after_a_kill_reports_the_tokens_of_an_uninterrupt
     assert resumed["train_seconds"] > 0
 
 
+def test_the_precision_of_compare_reaches_the_pretraining_it_starts(tmp_path, monkeypatch, capsys):
+    import bertcourse.training.pretrain
+    from bertcourse import cli
+
+    asked = []
+
+    class Stop(Exception):
+        pass
+
+    def pretraining(options):
+        asked.append(options)
+        raise Stop
+
+    monkeypatch.setattr(bertcourse.training.pretrain, "pretrain", pretraining)
+    with pytest.raises(Stop):
+        C.compare(PROFILE, runs_dir=tmp_path, precision="bf16", device="cpu", progress=False)
+    with pytest.raises(Stop):  # and from the command line
+        cli.main(["compare", "--profile", PROFILE, "--precision", "fp32", "--runs-dir", str(tmp_path), "--no-progress"])
+    assert [(o.arch, o.precision, o.device) for o in asked] == [("bert", "bf16", "cpu"), ("bert", "fp32", None)]
+
+
 # ----------------------------------------------------------------------------- end to end (cpu-quick)
 
 

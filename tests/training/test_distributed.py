@@ -61,7 +61,12 @@ def test_one_process_without_torchrun_is_left_as_it_was(monkeypatch):
     assert single.shard(list(range(32))) == list(range(32))
     loss = torch.tensor(2.5, requires_grad=True)
     batch = {"labels": torch.tensor([[1, -100, 3]]), "attention_mask": torch.tensor([[1, 1, 0]])}
-    assert single.global_mean(loss, batch) == (loss, 2.5, 2)
+    backprop, mean, tokens = single.global_mean(loss, batch)
+    assert backprop is loss and not mean.requires_grad  # tensors, read when the loop logs (loop.LossLog)
+    assert mean.item() == 2.5 and tokens.item() == 2
+    with single.main_first():  # one process: the block runs, nothing waits
+        ran = True
+    assert ran
     assert rank_seed(7, 0) == 7 and single.gather("x") == ["x"]
     saved = {"rng": {"masking": "rank 0"}}  # a single-process checkpoint
     assert single.own_rng(saved) == {"masking": "rank 0"}

@@ -4,12 +4,15 @@ No GPU is needed: torch.cuda.is_available is made to answer False, so the same p
 with one. The dry run trains 10 real steps of cpu-quick through `bertcourse.training.pretrain.pretrain` and the
 test checks that the printed table is consistent with itself and with the profile: the steps, the FLOP
 count of the profile's model, the achieved rate derived from both, and a held-out loss below a uniform
-guess's.
+guess's. The other parts run a few steps each: the precisions (fp16 refused on the CPU, bf16 and fp32
+timed), the short run against the CPU's, lesson 3's GPT and lesson 4's fine-tuning regimes; the summary
+files hold them all. A part that fails is reported and the exit status is 1, the other parts still run.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import re
 from pathlib import Path
@@ -37,8 +40,16 @@ def test_without_a_gpu_it_refuses_with_a_reason_and_a_non_zero_status(smoke, cap
 
 
 def figures(table: str) -> dict[str, str]:
-    rows = [line.strip("|").split("|") for line in table.splitlines() if line.startswith("| ")]
+    """The first two-column table of `table`'s text (the pretraining figures), by name."""
+    first = table.split("\n\n", 1)[0]
+    rows = [line.strip("|").split("|") for line in first.splitlines() if line.startswith("| ")]
     return {name.strip(): value.strip() for name, value in rows[1:]}
+
+
+def rows_of(markdown: str) -> dict[str, list[str]]:
+    """A markdown table's rows by their first cell."""
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown.splitlines()[2:]]
+    return {row[0]: row[1:] for row in rows}
 
 
 def number(text: str) -> float:
@@ -46,9 +57,10 @@ def number(text: str) -> float:
 
 
 @pytest.mark.slow
-def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, data_dir, corpus):
+def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, data_dir, corpus, tmp_path):
     status = smoke.main(["--allow-cpu", "--profile", "cpu-quick", "--steps", "10", "--data-dir", str(data_dir),
-                         "--source", "local"])
+                         "--source", "local", "--precision-steps", "2", "--short-steps", "3", "--finetune-steps", "2",
+                         "--out", str(tmp_path)])
     assert status == 0
     table = capsys.readouterr().out.split("| figure | value |", 1)[1]
     got = figures("| figure | value |" + table)
@@ -81,3 +93,50 @@ def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, dat
     assert estimated_blocks == pytest.approx(number(blocks) * sum(map(len, corpus.train)) / characters, rel=0.001)
     assert number(full) == pytest.approx(profile.pretrain.max_steps * profile.pretrain.batch_size / estimated_blocks,
                                          abs=0.06)
+
+    # the other parts, in the summary files as printed
+    summary = json.loads((tmp_path / "gpu_smoke.json").read_text())
+    assert summary["device"].startswith("CPU (dry run") and summary["arguments"]["steps"] == 10
+    parts = summary["parts"]
+    assert set(parts) == {"pretraining", "precisions", "cpu_comparison", "lesson_paths"}
+    assert not any("error" in part for part in parts.values())
+    markdown = (tmp_path / "gpu_smoke.md").read_text()
+    precisions = {r["precision"]: r for r in parts["precisions"]["results"]}
+    assert "not supported" in precisions["fp16"]["refused"]  # fp16 on the CPU: refused, as pretrain refuses it
+    for name in ("bf16", "fp32"):
+        assert precisions[name]["ms_per_step"] > 0 and precisions[name]["finite"]
+        assert precisions[name]["final_loss_scale"] is None  # no scaler outside fp16
+    table = rows_of(markdown.split("## fp16 / bf16 / fp32")[1].split("\n\n", 1)[1].split("\n\n")[0])
+    assert table["fp16"][0] == "refused here" and table["fp32"][0] == f"{precisions['fp32']['ms_per_step']:.1f}"
+    short = parts["cpu_comparison"]["results"]
+    assert [(r["device"], r["precision"]) for r in short] == [("cpu", "fp32"), ("cpu", "auto")]  # no device twin
+    assert short[0]["gap_to_cpu"] == 0 and all(r["steps"] == 3 for r in short)
+    assert short[1]["gap_to_cpu"] == short[1]["held_out_loss"] - short[0]["held_out_loss"]
+    paths = {r["path"]: r for r in parts["lesson_paths"]["results"]}
+    assert set(paths) == {"pretrain gpt", "finetune bert full", "finetune bert lora", "finetune bert probe",
+                          "finetune gpt full"}
+    for name, run in paths.items():
+        if name.startswith("finetune"):
+            assert run["steps"] == 2 and 0 <= run["accuracy"] <= 1 and run["precision"] in ("bf16", "fp32")
+    assert "## Lessons 3 and 4 on the device" in markdown and "finetune gpt full (lesson 4)" in markdown
+
+
+@pytest.mark.slow
+def test_a_failing_part_is_reported_the_others_run_and_the_status_is_1(smoke, capsys, data_dir, tmp_path,
+                                                                        monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a kernel that is not there")
+
+    monkeypatch.setattr(smoke, "precision_part", broken)
+    status = smoke.main(["--allow-cpu", "--profile", "cpu-quick", "--steps", "10", "--data-dir", str(data_dir),
+                         "--source", "local", "--skip", "cpu_comparison", "--skip", "lesson_paths", "--out",
+                         str(tmp_path)])
+    assert status == 1
+    captured = capsys.readouterr()
+    assert "FAILED parts: precisions" in captured.err and "a kernel that is not there" in captured.err
+    assert number(figures("| figure | value |" + captured.out.split("| figure | value |", 1)[1])["steps/s"]) > 0
+    parts = json.loads((tmp_path / "gpu_smoke.json").read_text())["parts"]
+    assert set(parts) == {"pretraining", "precisions"}
+    assert parts["precisions"]["error"] == "RuntimeError: a kernel that is not there"
+    assert "error" not in parts["pretraining"]
+    assert "FAILED: RuntimeError: a kernel that is not there" in (tmp_path / "gpu_smoke.md").read_text()

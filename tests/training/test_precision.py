@@ -60,6 +60,36 @@ def test_autocast_dtype_follows_the_device_and_the_cpu(device, precision, cpu_bf
     assert autocast_dtype(torch.device(device), precision) == expected
 
 
+def test_auto_asks_cuda_for_bf16_in_hardware_not_emulated(monkeypatch):
+    asked = []
+
+    def is_bf16_supported(*args, **kwargs):
+        asked.append((args, kwargs))
+        return kwargs.get("including_emulation", True)  # emulation would say yes; hardware says no here
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    assert autocast_dtype("cuda", "auto") == FP16
+    assert asked == [((), {"including_emulation": False})]
+
+
+@pytest.mark.parametrize("gpu, capability, expected", [
+    ("Tesla T4", (7, 5), FP16),  # bf16 only emulated: fp16 with loss scaling, tensor cores, fused attention
+    ("Tesla V100-SXM2-16GB", (7, 0), FP16),
+    ("NVIDIA A100-SXM4-40GB", (8, 0), BF16),
+    ("NVIDIA L4", (8, 9), BF16),
+])
+def test_auto_picks_fp16_below_sm_80_and_bf16_from_it_on_faked_devices(gpu, capability, expected, monkeypatch):
+    """torch's own `is_bf16_supported` on a faked device whose bf16 tensors can be created (as on a T4)."""
+    properties = SimpleNamespace(name=gpu, major=capability[0], minor=capability[1])
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
+    monkeypatch.setattr(torch.cuda, "_check_bf16_tensor_supported", lambda device: True)  # emulation works
+    assert torch.cuda.is_bf16_supported()  # what the default answers on every one of them
+    assert autocast_dtype("cuda", "auto") == expected
+
+
 @pytest.mark.parametrize("device, precision, message", [
     ("cpu", "fp16", "fp16 autocast on the CPU is not supported: use --precision bf16"),
     ("mps", "bf16", "bf16 autocast on mps is not supported: use --precision fp32"),

@@ -159,6 +159,11 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, s
     assert straight.history == resumed.history
     assert straight.final_eval == resumed.final_eval
     assert straight.history["loss"][-1] < straight.history["loss"][0]
+    assert len(straight.history["loss"]) == len(straight.history["lr"]) == 10  # losses read back at log time
+    # 10 steps, shorter than twice cpu-quick's 6 warm-up steps: warmed up over half, then decayed to the floor
+    peak = straight.history["lr"].index(max(straight.history["lr"]))
+    assert peak == 3 and max(straight.history["lr"]) == pytest.approx(2e-3)  # the lr of step 5 (0-based 4): peak
+    assert straight.history["lr"][-1] == pytest.approx(0.1 * 2e-3)
     assert (tmp_path / "straight" / "loss_curve.png").stat().st_size > 1000
 
 
@@ -236,18 +241,19 @@ def test_run_folder_follows_the_profile_settings_and_the_corpus(tmp_path):
     import dataclasses
 
     from bertcourse.course import load_course
-    from bertcourse.run_folders import run_folder
+    from bertcourse.run_folders import settings_folder
 
     course = load_course()
     corpus = Corpus(["one sentence", "another one"], ["held out"], "test")
-    folder = run_folder("lesson03-bert", "cpu", corpus, course=course)
+    folder = settings_folder("lesson03-bert", "cpu", corpus, course=course)
     assert folder.parent == course.root / "runs" and folder.name.startswith("lesson03-bert-cpu-")
-    assert run_folder("lesson03-bert", "cpu", corpus, course=course) == folder  # a rerun finds its run
-    assert run_folder("lesson03-bert", "cpu", Corpus(["other data"], ["held out"], "test"), course=course) != folder
+    assert settings_folder("lesson03-bert", "cpu", corpus, course=course) == folder  # a rerun finds its run
+    other = Corpus(["other data"], ["held out"], "test")
+    assert settings_folder("lesson03-bert", "cpu", other, course=course) != folder
     cpu = course.profile("cpu")
     longer = dataclasses.replace(cpu, pretrain=dataclasses.replace(cpu.pretrain, max_steps=cpu.pretrain.max_steps + 1))
     changed = dataclasses.replace(course, profiles={**course.profiles, "cpu": longer})
-    assert run_folder("lesson03-bert", "cpu", corpus, course=changed) != folder  # a course update: a new run
+    assert settings_folder("lesson03-bert", "cpu", corpus, course=changed) != folder  # a course update: a new run
 
 
 def test_lr_warms_up_then_decays():

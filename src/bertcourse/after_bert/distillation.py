@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from bertcourse.errors import BertcourseError
 from bertcourse.masking import IGNORE_INDEX
+from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.optim import adamw, lr_factor
 from bertcourse.training.packing import PackedData
 
@@ -67,10 +68,12 @@ def student_from_teacher(teacher: torch.nn.Module, layers: Sequence[int]) -> tor
 
 def distil(student: torch.nn.Module, teacher: torch.nn.Module | None, objective: Any, data: PackedData, *,
            steps: int, batch_size: int, learning_rate: float, temperature: float = 2.0, alpha: float = 0.5,
-           seed: int = 0, progress: bool = True) -> list[float]:
+           seed: int = 0, progress: bool = True, dtype: torch.dtype | None = None) -> list[float]:
     """Train `student` on masked-LM batches of `data` (`objective`: a `bertcourse.training.objectives.MaskedLM`) for
     `steps` steps with `distillation_loss` against `teacher`; with `teacher=None` on the hard labels only
-    (the control). Both runs with one seed see the same batches and masks. Returns the loss per step."""
+    (the control). Both runs with one seed see the same batches and masks. `dtype`: what the forward passes
+    autocast to (`devices.autocast_dtype`; None: fp32), fp16 with loss scaling (`loop.TrainStep`).
+    Returns the loss per step."""
     from tqdm.auto import tqdm
 
     if teacher is not None:
@@ -80,27 +83,26 @@ def distil(student: torch.nn.Module, teacher: torch.nn.Module | None, objective:
     order = torch.Generator().manual_seed(seed + 1)
     optimizer = adamw(student, learning_rate, weight_decay=0.01)
     warmup = max(1, steps // 10)
+    train_step = TrainStep(optimizer, student.parameters(), device=device, dtype=dtype, grad_clip=1.0,
+                           schedule=lambda step: lr_factor(step, warmup, steps))
     student.train()
-    losses = []
-    for step in tqdm(range(steps), desc="distil" if teacher is not None else "hard labels", disable=not progress):
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate * lr_factor(step, warmup, steps)
+    log = LossLog()  # read once at the end: no wait for the device every step
+    for _ in tqdm(range(steps), desc="distil" if teacher is not None else "hard labels", disable=not progress):
         rows = torch.randint(len(data), (batch_size,), generator=order).tolist()
         batch = {k: v.to(device) for k, v in objective.batch(data, rows, generator).items()}
         targets = batch["labels"][batch["labels"] != IGNORE_INDEX]
-        out = student(**batch)
-        if teacher is None:
-            loss = out.loss
-        else:
-            with torch.no_grad():
-                teacher_logits = teacher(**batch).logits
-            loss = distillation_loss(out.logits, teacher_logits, targets, temperature, alpha)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+        with train_step.autocast():
+            out = student(**batch)
+            if teacher is None:
+                loss = out.loss
+            else:
+                with torch.no_grad():
+                    teacher_logits = teacher(**batch).logits
+                loss = distillation_loss(out.logits, teacher_logits, targets, temperature, alpha)
+        train_step.backward(loss)
+        train_step.step()
+        log.add(loss=loss)
+    return log.read().get("loss", [])
 
 
 __all__ = ["DistillationError", "distillation_loss", "student_from_teacher", "distil"]

@@ -24,7 +24,6 @@ module reads course.yml (the profile's sizes, `lesson_sizes["lesson06-after-bert
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import functools
@@ -65,6 +64,7 @@ from bertcourse.training.devices import autocast_dtype, pick_device, precision_n
 from bertcourse.training.finetune import SST2Rows, encode_sst2, pooled_features, scores
 from bertcourse.training.flops import step_flops
 from bertcourse.training.heldout import evaluate, target_losses, unigram_baseline
+from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.objectives import MaskedLM, Objective
 from bertcourse.training.optim import adamw, lr_factor
 from bertcourse.training.packing import PackedData, batch_indices, pack_sentences, tokenize, tokenize_prefix
@@ -372,27 +372,28 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
 def train(model: nn.Module, objective: Objective, data: PackedData, *, steps: int, spec: Any, seed: int,
           device: torch.device, amp: torch.dtype | None, progress: bool = True, desc: str = "") -> dict[str, list]:
     """The course's pretraining steps (as `bertcourse.training.pretrain.pretrain`: AdamW, warm-up + cosine, clipping,
-    dynamic masking, rows drawn by `batch_indices`) for any model whose output has `.loss` (and `.parts`)."""
+    dynamic masking, rows drawn by `batch_indices`, `loop.TrainStep`) for any model whose output has `.loss`
+    (and `.parts`)."""
     optimizer = adamw(model, spec.learning_rate, spec.weight_decay, betas=(0.9, 0.98), eps=1e-6)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, spec.warmup_steps, steps))
+    warmup = spec.warmup(steps)
+    train_step = TrainStep(optimizer, model.parameters(), device=device, dtype=amp, grad_clip=spec.grad_clip,
+                           schedule=lambda s: lr_factor(s, warmup, steps))
     generator = torch.Generator().manual_seed(seed + 1)
     history: dict[str, list] = {"step": [], "loss": []}
+    log = LossLog()  # read once at the end: no wait for the device every step
     model.train()
     started = time.perf_counter()
     for step in tqdm(range(1, steps + 1), desc=f"pretrain {desc}", disable=not progress):
         batch = objective.batch(data, batch_indices(step, len(data), spec.batch_size, seed), generator)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        with torch.autocast(device.type, dtype=amp) if amp else contextlib.nullcontext():
+        with train_step.autocast():
             loss, parts = _loss_of(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
-        optimizer.step()
-        schedule.step()
+        train_step.backward(loss)
+        train_step.step()
         history["step"].append(step)
-        history["loss"].append(loss.item())
-        for name, value in parts.items():
-            history.setdefault(name, []).append(value.item())
+        log.add(loss=loss, **parts)
+    for name, values in log.read().items():
+        history.setdefault(name, []).extend(values)
     history["train_seconds"] = [round(time.perf_counter() - started, 1)]
     return history
 

@@ -230,9 +230,11 @@ def _row(name: str, labels: np.ndarray, predicted: np.ndarray, per_seed: list[di
 
 
 def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = None, *, data_dir: Any = None,
-                      source: str = "auto", device: str | None = None, progress: bool = True) -> Path:
+                      source: str = "auto", device: str | None = None, precision: str = "auto",
+                      progress: bool = True) -> Path:
     """The pretraining folder of `arch`, pretrained first when its metrics.json is missing (resumed when a
-    checkpoint is there: a killed pretraining continues instead of starting over)."""
+    checkpoint is there: a killed pretraining continues instead of starting over), in `precision` (as
+    `bertcourse pretrain --precision`; a resumed run keeps the one it started in, another is refused)."""
     from bertcourse.training.checkpoint import CHECKPOINT_NAME
     from bertcourse.training.pretrain import PretrainOptions, pretrain
 
@@ -241,7 +243,7 @@ def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = Non
         resume = (folder / CHECKPOINT_NAME).is_file()
         print(f"{'resuming' if resume else 'running'} the {arch} pretraining in {folder}")
         pretrain(PretrainOptions(arch=arch, profile=profile, out_dir=folder, data_dir=data_dir, source=source,
-                                 resume=resume, device=device, progress=progress))
+                                 resume=resume, device=device, precision=precision, progress=progress))
     return folder
 
 
@@ -456,7 +458,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
 
     folders = {arch: ensure_pretrained(arch, profile, runs_dir, data_dir=data_dir, source=source, device=device,
-                                       progress=progress) for arch in ARCHS}
+                                       precision=precision, progress=progress) for arch in ARCHS}
     pretrained_seconds = time.perf_counter() - began
     saved = {arch: load_checkpoint(folder) for arch, folder in folders.items()}
     cost = {arch: pretraining_cost(folders[arch], saved[arch], course.masking.select_prob) for arch in ARCHS}

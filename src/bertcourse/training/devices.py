@@ -49,19 +49,25 @@ def autocast_dtype(device: torch.device | str, precision: str = "auto") -> torch
     """The dtype pretraining steps autocast to on `device` (None: plain fp32), for `precision`.
 
     "auto" takes the fastest precision known to train this model as well as fp32 does: on CUDA bf16
-    where the GPU supports it, else fp16 (the loop then scales the loss against underflow); on a CPU
-    bf16 only where the CPU computes it in hardware (`cpu_has_native_bf16`: a step of the `cpu`
+    where the GPU computes it in hardware (compute capability 8.0 and up: A100, L4, H100), else fp16
+    (a T4, sm_75; the loop then scales the loss against underflow, `bertcourse.training.loop.TrainStep`); on a
+    CPU bf16 only where the CPU computes it in hardware (`cpu_has_native_bf16`: a step of the `cpu`
     profile's model is then 1.6x faster at equal held-out loss, benchmarks/README.md), since emulated
     bf16 is slower than fp32; elsewhere (Apple MPS) fp32. "bf16", "fp16" and "fp32" ask for one
-    explicitly; fp16 on the CPU and autocast on other devices than CUDA and the CPU are refused: the
-    loop has neither a loss scaler for them nor a measurement that they help.
+    explicitly; fp16 on the CPU (no measurement that it helps: the CPU has no fast fp16 matmul here) and
+    autocast on other devices than CUDA and the CPU are refused.
+
+    `torch.cuda.is_bf16_supported()` alone answers True on a T4 too: by default (`including_emulation=True`)
+    it only tries to create a bf16 tensor, which works on any GPU. Such a GPU trains bf16 without tensor
+    cores, loses the memory-efficient attention kernel and fails to compile in Triton, hence
+    `including_emulation=False`.
     """
     device = torch.device(device)
     if precision not in PRECISIONS:
         raise BertcourseError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "auto":
         if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
         return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else None
     if precision == "fp32":
         return None

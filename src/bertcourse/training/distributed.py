@@ -19,6 +19,8 @@ How the work is split, and what that changes:
 - every process's loss is weighted by its share of the global batch's targets (`global_mean`), so the
   averaged gradient is the gradient of the mean over the whole global batch, as in a single process
   (a plain DDP average would weight a shard with few masked tokens as much as one with many);
+- rank 0 alone does the data work that writes caches (the corpus, the tokenizer, the tokens: `main_first`),
+  the others wait at a barrier and then read what it wrote;
 - rank 0 alone evaluates, prints and writes the checkpoint; the checkpoint holds every process's random
   generators (`gather`), so a killed distributed run resumes exactly, but only on the same number of
   processes: `check_resume` refuses another world size, since per-process generators cannot be split or
@@ -27,8 +29,9 @@ How the work is split, and what that changes:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -119,21 +122,39 @@ class Processes:
         n = len(indices)
         return list(indices[self.rank * n // self.world_size : (self.rank + 1) * n // self.world_size])
 
-    def global_mean(self, loss: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float, int]:
+    def global_mean(self, loss: torch.Tensor, batch: dict[str, torch.Tensor]
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(the loss to backpropagate, the mean loss over the global batch's targets, its real tokens).
 
         `loss` is the mean over this shard's targets (labels != -100). DDP averages gradients over the
         processes, so scaling each shard's loss by world_size * its targets / all targets makes the
-        averaged gradient that of the global mean, exactly what a single process computes.
+        averaged gradient that of the global mean, exactly what a single process computes. The last two
+        are tensors on the device, for `loop.LossLog`: reading them here would wait for the GPU every step.
         """
         targets = (batch["labels"] != IGNORE_INDEX).sum()
         tokens = batch["attention_mask"].sum()
         if not self.ddp:
-            return loss, loss.item(), int(tokens)
+            return loss, loss.detach(), tokens
         totals = torch.stack([loss.detach().float() * targets, targets.float(), tokens.float()])
         dist.all_reduce(totals)  # sums over the processes
         weight = self.world_size * targets / totals[1].clamp(min=1)
-        return loss * weight, (totals[0] / totals[1].clamp(min=1)).item(), int(totals[2])
+        return loss * weight, totals[0] / totals[1].clamp(min=1), totals[2].long()
+
+    def barrier(self) -> None:
+        """Wait until every process gets here (nothing to wait for with one process)."""
+        if self.ddp and dist.is_initialized():
+            dist.barrier()
+
+    @contextlib.contextmanager
+    def main_first(self) -> Iterator[None]:
+        """Run the block on rank 0 first, then on the others: the data work (building the corpus, training the
+        tokenizer, tokenizing) writes caches, which rank 0 alone writes while the others wait at a barrier;
+        they then run the same block and read what it wrote. One process: just the block."""
+        if not self.is_main:
+            self.barrier()
+        yield
+        if self.is_main:
+            self.barrier()
 
     def gather(self, value: Any) -> list[Any]:
         """Every process's `value`, in rank order, on every process ([value] for one process)."""

@@ -77,6 +77,7 @@ from bertcourse.training.hf_checkpoints import (
     saved_encoder,
 )
 from bertcourse.training.hf_checkpoints import load_pretrained as load_hf
+from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.optim import adamw, linear_schedule
 from bertcourse.training.packing import tokenize_sentences
 
@@ -334,9 +335,12 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
     total = min(epochs * steps_per_epoch, options.max_steps or math.inf)
     optimizer = adamw(model, spec.learning_rate[options.regime], spec.weight_decay)
     warmup = max(1, int(spec.warmup_fraction * total))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(total, warmup))
+    # autocast, loss scaling (fp16 only), clipping after unscaling, the schedule (bertcourse.training.loop)
+    train_step = TrainStep(optimizer, [p for _, p in trainable_parameters(model)], device=device,
+                           dtype=autocast_dtype(device, options.precision), grad_clip=1.0,
+                           schedule=linear_schedule(total, warmup))
     evaluate_at = {round(total * (k + 1) / EVALUATIONS_PER_RUN) for k in range(EVALUATIONS_PER_RUN)}
-    dtype = autocast_dtype(device, options.precision)
+    log = LossLog()  # the losses stay on the device until an evaluation reads them
     generator = torch.Generator().manual_seed(options.seed)
     history: dict[str, list] = {"step": [], "loss": [], "eval_step": [], "eval_accuracy": []}
     bar = tqdm(total=total, desc=f"finetune {options.arch} {options.regime} {options.init}",
@@ -350,7 +354,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
             index = processes.shard(order[start : start + batch_size])  # one process: the whole batch
             labels = data.train_labels[index].to(device)
             model.train()
-            with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            with train_step.autocast():
                 if probe:
                     loss = forward(train_x[index].to(device), labels).loss
                 else:
@@ -358,16 +362,15 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
                     loss = forward(ids.to(device), attention.to(device), labels=labels).loss
             # weighted by this share's rows (one target per row); the curve gets the global batch's mean
             loss, global_loss, _ = processes.global_mean(loss, {"labels": labels, "attention_mask": labels})
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in trainable_parameters(model)], 1.0)
-            optimizer.step()
-            schedule.step()
+            train_step.backward(loss)
+            train_step.step()
             step += 1
             history["step"].append(step)
-            history["loss"].append(global_loss)
-            bar.set_postfix(loss=f"{global_loss:.3f}", refresh=False)
+            log.add(loss=global_loss)
             bar.update(1)
+            if step in evaluate_at or step >= total:
+                history["loss"].extend(log.read()["loss"])
+                bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", refresh=False)
             if step in evaluate_at and main:
                 if probe:
                     model.eval()
@@ -438,6 +441,8 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     if finished is not None:
         return finished
 
+    # every process encodes SST-2 itself (seconds; the token cache is written atomically), so that a split that
+    # cannot work is refused before any process group is joined
     data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
     batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
     last_batch = len(data.train_ids) % batch_size or batch_size

@@ -7,7 +7,8 @@ adds over a textbook loop is what a real run needs:
   a row is drawn (dynamic masking, RoBERTa), token by token or by whole words (`whole_word`), from a
   generator whose state is saved; the GPT's are shifted by one;
 - AdamW with linear warm-up and cosine decay, gradient clipping, and autocast where it pays: bf16 (or fp16
-  with a gradient scaler) on CUDA, bf16 on a CPU that computes bf16 in hardware (`autocast_dtype`);
+  with loss scaling) on CUDA, bf16 on a CPU that computes bf16 in hardware (`autocast_dtype`); the step
+  itself is `bertcourse.training.loop.TrainStep`, which every training loop of the course takes;
 - a fixed held-out evaluation (500 sentences, masks drawn once) so evaluations are comparable
   (`bertcourse.training.heldout`);
 - atomic checkpoints holding everything the next step depends on (`bertcourse.training.checkpoint`): a run killed
@@ -21,7 +22,6 @@ This module and the command are where course.yml's profile is read; the modules 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import time
@@ -51,6 +51,7 @@ from bertcourse.training.checkpoint import (
 from bertcourse.training.devices import autocast_dtype, precision_name
 from bertcourse.training.distributed import Processes, is_main_process, rank_seed
 from bertcourse.training.heldout import evaluate
+from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.objectives import Objective, objective_class
 from bertcourse.training.optim import adamw, lr_factor
 from bertcourse.training.packing import (
@@ -61,6 +62,8 @@ from bertcourse.training.packing import (
     tokenize_prefix,
 )
 from bertcourse.training.plotting import plot_history
+
+LOG_EVERY = 10  # steps between reads of the losses (each read waits for the GPU); also at evaluations and checkpoints
 
 
 @dataclass
@@ -130,7 +133,7 @@ def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_step
         "max_steps": max_steps,
         "batch_size": spec.batch_size,
         "learning_rate": spec.learning_rate,
-        "warmup_steps": spec.warmup_steps,
+        "warmup_steps": spec.warmup(max_steps),
         "weight_decay": spec.weight_decay,
         "grad_clip": spec.grad_clip,
         "precision": options.precision,
@@ -191,10 +194,11 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
 
     if tokenizer is None and saved is not None:
         tokenizer = tokenizer_from_json(saved["tokenizer"])
-    if corpus is None:
-        corpus = load_corpus(course, data_dir=options.data_dir, source=options.source, profile=options.profile)
-    if tokenizer is None:
-        tokenizer = profile_tokenizer(options.profile, course, corpus)
+    with processes.main_first():  # under torchrun rank 0 builds and caches the corpus and tokenizer, the rest read
+        if corpus is None:
+            corpus = load_corpus(course, data_dir=options.data_dir, source=options.source, profile=options.profile)
+        if tokenizer is None:
+            tokenizer = profile_tokenizer(options.profile, course, corpus)
     config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
     settings = _settings(options, config, spec, max_steps, processes.world_size)
     if saved is not None:
@@ -206,8 +210,9 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     # ---- data: pack the corpus once; held-out masks fixed
     objective = objective_type(tokenizer, course.masking)
     budget = max_steps * spec.batch_size * config.max_seq_len
-    train_data, n_sentences = _pack(tokenizer, corpus.train, config.max_seq_len, objective, budget,
-                                    options.progress and main)
+    with processes.main_first():  # rank 0 tokenizes and caches the tokens, the others read them
+        train_data, n_sentences = _pack(tokenizer, corpus.train, config.max_seq_len, objective, budget,
+                                        options.progress and main)
     heldout = objective.heldout_batches(_pack(tokenizer, corpus.heldout, config.max_seq_len, objective,
                                               progress=False)[0])
     if len(train_data) < spec.batch_size:
@@ -217,17 +222,18 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     torch.manual_seed(options.seed)
     model = build_model(config).to(device)
     optimizer = adamw(model, spec.learning_rate, spec.weight_decay, betas=(0.9, 0.98), eps=1e-6)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, spec.warmup_steps, max_steps))
+    warmup = spec.warmup(max_steps)
+    # autocast, loss scaling (fp16 only), clipping after unscaling, the schedule (bertcourse.training.loop)
+    train_step = TrainStep(optimizer, model.parameters(), device=device, dtype=amp_dtype, grad_clip=spec.grad_clip,
+                           schedule=lambda step: lr_factor(step, warmup, max_steps))
     processes.reseed_dropout(options.seed)
     masking_generator = torch.Generator().manual_seed(rank_seed(options.seed + 1, processes.rank))
-    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)  # fp16 only: bf16 needs none
     history: dict[str, list] = {"step": [], "loss": [], "lr": [], "eval_step": [], "eval_loss": [], "eval_accuracy": []}
     step = 0
     if saved is not None:
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
-        schedule.load_state_dict(saved["scheduler"])
-        scaler.load_state_dict(saved["scaler"])
+        train_step.load_state_dict(saved)  # its scheduler and loss scaler
         rng = processes.own_rng(saved)
         torch.set_rng_state(rng["torch"])
         if device.type == "cuda" and rng.get("cuda") is not None:
@@ -250,8 +256,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
             "step": step,
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
-            "scheduler": schedule.state_dict(),
-            "scaler": scaler.state_dict(),
+            **train_step.state_dict(),  # "scheduler", "scaler"
             "rng": rngs[0],
             **({"rng_by_rank": rngs} if processes.ddp else {}),
             "tokenizer": tokenizer.backend_tokenizer.to_str(),
@@ -276,6 +281,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     model.train()
     bar = tqdm(total=max_steps, initial=step, desc=f"pretrain {options.arch}", disable=not (options.progress and main))
     started, tokens_seen = time.perf_counter(), 0
+    log = LossLog()  # the losses stay on the device until `read_log` (no wait for the GPU every step)
     # what the run spent before a resume (a checkpoint older than this record: counted from its step on)
     earlier = (saved or {}).get("cost") or {"tokens_seen": 0, "train_seconds": 0.0, "counted_from_step": step}
 
@@ -284,29 +290,36 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         return {**earlier, "tokens_seen": earlier["tokens_seen"] + tokens_seen,
                 "train_seconds": round(earlier["train_seconds"] + time.perf_counter() - started, 1)}
 
+    def read_log() -> None:
+        """Move the logged losses and token counts into the history (the one wait for the device)."""
+        nonlocal tokens_seen
+        if not len(log):
+            return
+        values = log.read()
+        history["loss"].extend(values["loss"])
+        tokens_seen += sum(values["tokens"])
+        rate = tokens_seen / max(time.perf_counter() - started, 1e-9)
+        bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+
     while step < max_steps:
         step += 1
         indices = processes.shard(batch_indices(step, len(train_data), spec.batch_size, options.seed))
         batch = objective.batch(train_data, indices, masking_generator)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
+        with train_step.autocast():
             loss = objective.loss(forward, batch)
         loss, global_loss, batch_tokens = processes.global_mean(loss, batch)  # one process: unchanged
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        schedule.step()
+        train_step.backward(loss)
+        train_step.step()
 
         history["step"].append(step)
-        history["loss"].append(global_loss)
-        history["lr"].append(schedule.get_last_lr()[0])
-        tokens_seen += batch_tokens
-        rate = tokens_seen / max(time.perf_counter() - started, 1e-9)
-        bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+        history["lr"].append(train_step.schedule.get_last_lr()[0])
+        log.add(loss=global_loss, tokens=batch_tokens)
+        if step % LOG_EVERY == 0:
+            read_log()
         bar.update(1)
+        if step % eval_every == 0 or step % checkpoint_every == 0 or step == max_steps:
+            read_log()  # the history is complete before it is saved
         if main and (step % eval_every == 0 or step == max_steps):
             metrics = evaluate(model, heldout, device)
             history["eval_step"].append(step)
@@ -386,4 +399,5 @@ def pretrain_command(args: Any) -> int:
     return 0
 
 
-__all__ = ["PretrainOptions", "PretrainResult", "pretrain", "pretrain_command", "repeats_notice", "write_report"]
+__all__ = ["LOG_EVERY", "PretrainOptions", "PretrainResult", "pretrain", "pretrain_command", "repeats_notice",
+           "write_report"]
