@@ -102,7 +102,7 @@ def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
                         help="PostgreSQL gradebook, several graders: a grader that stops renewing its claim "
                         "(it died) loses it after this long, and another grader takes the submission (default: 60)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=_runs("bertcourse.grading.batch", "autograde_command"))
+    parser.set_defaults(handler=_runs("bertcourse.grading.batch.autograde", "autograde_command"))
 
 
 def _add_validate(subparsers: argparse._SubParsersAction) -> None:

@@ -31,8 +31,8 @@ from batch_support import (
 )
 
 from bertcourse.authoring.release import release
-from bertcourse.grading.batch import RESULT_NAME, BatchOptions, autograde
-from bertcourse.grading.gradebook import open_gradebook
+from bertcourse.grading.batch.autograde import RESULT_NAME, BatchOptions, autograde
+from bertcourse.grading.batch.gradebook import open_gradebook
 
 pytestmark = pytest.mark.slow
 
@@ -260,7 +260,7 @@ def test_a_killed_batch_resumes_without_regrading(tmp_path):
 def test_a_change_to_the_shared_check_helpers_regrades(tmp_path):
     """A finished result is reused only while nothing its grade depends on changed: the helpers that every
     exercise's checks share (`_common.py` next to them) count like the checks themselves."""
-    from bertcourse.grading.layout import exercise_fingerprint
+    from bertcourse.grading.batch.layout import exercise_fingerprint
 
     course = make_course(tmp_path / "course")
     exercise = course.exercise(EXERCISE)

@@ -92,7 +92,7 @@ def test_math_is_drawn_offline_and_the_page_needs_no_network(pages):
 def test_math_does_not_touch_matplotlibs_global_state():
     import matplotlib
 
-    from bertcourse.grading.feedback import math_html
+    from bertcourse.grading.batch.feedback import math_html
 
     backend, params = matplotlib.get_backend(), dict(matplotlib.rcParams)
     math_html("\\sum_{i=1}^{n} x_i^2 + \\operatorname{softmax}(q k^\\top)", display=True)
@@ -146,7 +146,7 @@ def test_pages_are_small(pages):
 
 
 def _record(**result):
-    from bertcourse.grading.records import Record
+    from bertcourse.grading.batch.records import Record
 
     return Record(student="zoe", exercise=EXERCISE, notebook="add", submission="", key="", status="graded",
                   score=0.0, max_score=3.0, parts={"add_checks": 0.0}, part_max={"add_checks": 2.0}, reasons=[],
@@ -154,7 +154,7 @@ def _record(**result):
 
 
 def test_outputs_are_withheld_when_student_code_ran_unconfined():
-    from bertcourse.grading.feedback import render_feedback
+    from bertcourse.grading.batch.feedback import render_feedback
 
     notebook = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "solutions" / EXERCISE / "add.ipynb"
     cells = [{"index": 1, "grade_id": "add", "status": "ok", "error": "", "output": "SECRET-FROM-THE-CHECKS"}]
@@ -166,7 +166,7 @@ def test_outputs_are_withheld_when_student_code_ran_unconfined():
 
 
 def test_student_markdown_cannot_script_or_load_anything():
-    from bertcourse.grading.feedback import _markdown, math_html
+    from bertcourse.grading.batch.feedback import _markdown, math_html
 
     rendered = _markdown('<img src=x onerror="alert(1)"> [a](javascript:alert(1)) ![p](https://example.org/p.png)'
                          " $\\href{javascript:alert(2)}{x}$ $x^2$")

@@ -31,7 +31,7 @@ from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
 from bertcourse.folders import write_atomic
-from bertcourse.grading.records import Record
+from bertcourse.grading.batch.records import Record
 from bertcourse.grading.report import check_label, shared_messages
 
 FEEDBACK_NAME = "feedback.html"

@@ -19,8 +19,8 @@ from typing import Any
 from bertcourse.course import Course, Exercise
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import is_artefact
+from bertcourse.grading.batch.records import RESULT_FORMAT
 from bertcourse.grading.exercises import SOURCE_DIR, check_files
-from bertcourse.grading.records import RESULT_FORMAT
 
 TIMESTAMP_NAME = "timestamp.txt"  # nbgrader's collect writes the submission time there
 

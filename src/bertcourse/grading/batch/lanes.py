@@ -23,10 +23,10 @@ from tqdm.auto import tqdm
 
 from bertcourse.course import Course, Exercise
 from bertcourse.errors import BertcourseError
+from bertcourse.grading.batch.feedback import warm_up, write_feedback
+from bertcourse.grading.batch.layout import Job
+from bertcourse.grading.batch.records import QUIET_NOTES, Record, empty_result
 from bertcourse.grading.engine import Grader
-from bertcourse.grading.feedback import warm_up, write_feedback
-from bertcourse.grading.layout import Job
-from bertcourse.grading.records import QUIET_NOTES, Record, empty_result
 
 # What one lane grades: (course, job, {grade_id: points} of the exercise, submissions folder, feedback folder).
 Task = tuple[Course, Job, dict[str, float], Path, Path]

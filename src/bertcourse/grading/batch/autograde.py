@@ -30,10 +30,9 @@ from typing import Any
 
 from bertcourse.course import Course, load_course
 from bertcourse.folders import write_atomic
-from bertcourse.grading.claims import DEFAULT_LEASE_S, Claims, shared
-from bertcourse.grading.exercises import exercise_cells
-from bertcourse.grading.feedback import feedback_exists, write_feedback
-from bertcourse.grading.gradebook import (
+from bertcourse.grading.batch.claims import DEFAULT_LEASE_S, Claims, shared
+from bertcourse.grading.batch.feedback import feedback_exists, write_feedback
+from bertcourse.grading.batch.gradebook import (
     default_db_url,
     open_gradebook,
     record_grades,
@@ -41,15 +40,16 @@ from bertcourse.grading.gradebook import (
     register_exercises,
     url_password,
 )
-from bertcourse.grading.lanes import GradingLanes, close_lane
-from bertcourse.grading.layout import (
+from bertcourse.grading.batch.lanes import GradingLanes, close_lane
+from bertcourse.grading.batch.layout import (
     BatchError,
     exercise_fingerprint,
     find_submissions,
     submission_key,
     submission_timestamp,
 )
-from bertcourse.grading.records import QUIET_NOTES, RESULT_NAME, Record, load_record, write_csv
+from bertcourse.grading.batch.records import QUIET_NOTES, RESULT_NAME, Record, load_record, write_csv
+from bertcourse.grading.exercises import exercise_cells
 
 __all__ = ["RESULT_NAME", "BatchError", "BatchOptions", "BatchSummary", "autograde", "autograde_command",
            "resolve_db_url"]
