@@ -57,9 +57,9 @@ def unwritten_summary(checks: Sequence[CheckResult]) -> str:
         return ""
     where = list(dict.fromkeys(c.message[len(NOT_WRITTEN):].split(":")[0].strip() for c in stubs))
     functions = ", ".join(w[3:] for w in where if w.startswith("in "))
-    points = sum(c.max_points for c in stubs)
-    return (f"not written yet ({functions or 'it still raises NotImplementedError'}): {len(stubs)} "
-            f"check{'s' if len(stubs) > 1 else ''}, {_number(points)} points, once the code exists")
+    checks = f"{len(stubs)} check{'s' if len(stubs) > 1 else ''} ({_number(sum(c.max_points for c in stubs))} points)"
+    return (f"not written yet: {functions or 'the code'} still raises NotImplementedError; "
+            f"{checks} will grade it once it is written")
 
 
 def format_result(result: NotebookResult, title: str = "") -> str:

@@ -30,6 +30,7 @@ from typing import Any
 from bertcourse.course import Course, load_course
 from bertcourse.folders import write_atomic
 from bertcourse.grading.batch.claims import DEFAULT_LEASE_S, Claims, shared
+from bertcourse.grading.batch.class_report import REPORT_NAME, write_class_report
 from bertcourse.grading.batch.feedback import FEEDBACK_MODE, feedback_exists, write_feedback
 from bertcourse.grading.batch.gradebook import (
     class_db_url,
@@ -160,6 +161,7 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
         log(f"warning: {message}")
     csv_path = out / "grades.csv"
     write_csv(csv_path, ordered)
+    write_class_report(out, ordered)
     return BatchSummary(ordered, len(todo), reused, csv_path, feedback_root, db_url)
 
 
@@ -231,6 +233,7 @@ def _autograde_shared(course: Course, options: BatchOptions, jobs: list, exercis
         log(f"warning: {message}")
     csv_path = out / "grades.csv"
     write_csv(csv_path, ordered)
+    write_class_report(out, ordered)
     return BatchSummary(ordered, graded_now, len(ordered) - graded_now, csv_path, feedback_root, db_url)
 
 
@@ -284,6 +287,7 @@ def autograde_command(args: Any) -> int:
     for record in summary.records:
         if record.status != "graded":
             print(f"  {record.student}/{record.exercise}: {record.status}: {'; '.join(record.reasons)}")
-    print(f"grades: {summary.csv_path}\nfeedback: {summary.feedback_dir}/<student>/<exercise>/feedback.html\n"
+    print(f"grades: {summary.csv_path}\nclass report: {summary.csv_path.parent / REPORT_NAME}.html (and .csv)\n"
+          f"feedback: {summary.feedback_dir}/<student>/<exercise>/feedback.html\n"
           f"gradebook: {redact(summary.db_url, summary.db_url)}")
     return 0
