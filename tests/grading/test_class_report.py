@@ -32,7 +32,8 @@ def _record(student: str, failing: set[str], stub: bool, status: str = "graded")
         result.error, result.checks = "not valid JSON", []
     score = result.score if status == "graded" else 0.0
     return Record(student=student, exercise="ex01-masking", notebook="masking", submission="", key="k",
-                  status=status, score=score, max_score=5.0, parts={}, part_max={"mask_checks": 3.0, "loss_checks": 2.0},
+                  status=status, score=score, max_score=5.0, parts={},
+                  part_max={"mask_checks": 3.0, "loss_checks": 2.0},
                   reasons=["not valid JSON"] if status != "graded" else [], result=result)
 
 
