@@ -521,3 +521,32 @@ def test_grade_command(tmp_path, capsys, monkeypatch):
     assert main(["grade", str(SOURCE), "--exercise", "nope"]) == 2
     assert "unknown exercise 'nope'" in capsys.readouterr().err
     os.environ.pop("BERTCOURSE_ROOT", None)
+
+
+@pytest.mark.slow
+def test_grade_finds_the_course_from_the_notebook_takes_a_folder_and_writes_json(tmp_path, capsys, monkeypatch):
+    """Run from another folder on a notebook inside the checkout: the course is found above the notebook;
+    a folder holding one notebook grades that notebook; --json prints the NotebookResult as data."""
+    import shutil
+
+    from bertcourse.cli import main
+
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course)
+    folder = course / "work"
+    folder.mkdir()
+    (folder / "toy.ipynb").write_text((course / "solutions" / "toy" / "toy.ipynb").read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("BERTCOURSE_ROOT", raising=False)
+    assert main(["grade", str(folder), "--json"]) == 0
+    result = NotebookResult.from_dict(json.loads(capsys.readouterr().out))
+    assert result.exercise == "toy" and result.score == result.max_score == 5
+    assert all(check.detail == "" for check in result.checks)  # pytest's reports stay with the instructor
+    (folder / "second.ipynb").write_text("{}")
+    assert main(["grade", str(folder)]) == 2
+    assert "is a folder with 2 notebooks (second.ipynb, toy.ipynb)" in capsys.readouterr().err
+    assert main(["grade", str(folder / "toy.ipynb"), "--exercise", "nope"]) == 2
+    captured = capsys.readouterr()
+    assert "unknown exercise 'nope'" in captured.err and captured.out == ""  # said before anything is graded
