@@ -17,8 +17,8 @@ from typing import Any
 _EXPORTS = {
     "Grader": "engine", "grade_notebook": "engine",
     "CheckInfo": "exercises", "GradingError": "exercises", "infer_exercise": "exercises",
-    "NotData": "student", "Student": "student", "StudentError": "student", "StudentMissing": "student",
-    "WorkerLost": "student",
+    "Diagnosis": "student", "NotData": "student", "Student": "student", "StudentError": "student",
+    "StudentMissing": "student", "WorkerLost": "student",
     "Remote": "protocol",
     "CellRecord": "results", "CheckResult": "results", "Note": "results", "NotebookResult": "results",
     "PartScore": "results",

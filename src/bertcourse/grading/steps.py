@@ -165,8 +165,9 @@ def score_checks(grading: Grading) -> None:
         ran = by_nodeid.get(info.nodeid)
         passed = bool(ran and ran.get("passed"))
         message = "" if passed else (ran or {}).get("message") or "the check did not run"
+        hint = (ran or {}).get("hint") or info.feedback  # a Diagnosis of what the code did, else the check's own
         result.checks.append(CheckResult(info.name, info.cell, info.points if passed else 0.0, info.points,
-                                         passed, info.feedback, message, (ran or {}).get("detail", "")))
+                                         passed, hint, message, (ran or {}).get("detail", "")))
     result.error = canary_problem(report.get("results", []), grading.nonce)
 
 

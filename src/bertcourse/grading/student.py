@@ -43,6 +43,16 @@ class StudentMissing(StudentError):
         self.name = name
 
 
+class Diagnosis(AssertionError):
+    """A check's failure diagnosed from what the student's code did: `hint` replaces the check's own
+    feedback, which is written for the mistake the check targets, when the code made another one
+    (e.g. a biased pass@k failing the large-n check, whose feedback is about float overflow)."""
+
+    def __init__(self, hint: str, message: str = ""):
+        super().__init__(message or hint)
+        self.hint = hint
+
+
 class WorkerLost(Exception):
     """The student's process did not answer: out of time, out of memory, or crashed."""
 
