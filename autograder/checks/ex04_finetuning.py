@@ -407,8 +407,8 @@ def test_probe_freezes_every_encoder_parameter(student):
 
 
 @pytest.mark.check(cell="training_checks", points=0.5,
-                   feedback="freeze_encoder changes the model in place and returns that same model (`return model`), "
-                   "so that `probe = freeze_encoder(model)` works")
+                   feedback="freeze_encoder changes the model it is given in place and also returns that same "
+                   "model, as its specification says")
 def test_probe_returns_the_model_it_froze(student):
     reference = reference_encoder(BERT, seed=23)
     weight, bias = head_weights(23, n_labels=2)
