@@ -1,11 +1,11 @@
 """Does the `cpu-long` BERT (9,000 pretraining steps) transfer where the `cpu` one (3,000) does not?
 
 Fine-tunes the cpu-long BERT in every regime from its pretrained weights (the profile's seeds, the
-package's `bertcourse.finetune`), and sets each row against the `cpu` profile's runs that
+package's `bertcourse.training.finetune`), and sets each row against the `cpu` profile's runs that
 `bertcourse compare --profile cpu` wrote: the cpu BERT's pretrained runs and the random-init (scratch)
 runs. A scratch run does not depend on the pretraining budget, and the two profiles share the model
 shape, the tokenizer and every fine-tuning number (checked below), so the cpu profile's scratch runs are
-the cpu-long BERT's baseline too. Paired tests: `bertcourse.compare.paired_seed_bootstrap` (sentences
+the cpu-long BERT's baseline too. Paired tests: `bertcourse.training.compare.paired_seed_bootstrap` (sentences
 and seeds resampled) on the 872 validation sentences.
 
     BERTCOURSE_DATA=/work/shared/data .venv/bin/bertcourse pretrain --arch bert --profile cpu-long
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertcourse import compare as C
+from bertcourse.training import compare as C
 from bertcourse.course import load_course
-from bertcourse.finetune import FinetuneOptions, default_out_dir, finetune, read_finished
+from bertcourse.training.finetune import FinetuneOptions, default_out_dir, finetune, read_finished
 
 
 def correct_matrix(folders: list) -> np.ndarray:

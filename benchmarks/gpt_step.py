@@ -24,7 +24,7 @@ from pretraining import Runner  # the same training step (fused AdamW) as the BE
 import bertcourse.model
 from bertcourse.course import load_course
 from bertcourse.model import GPT
-from bertcourse.objectives import next_token_labels
+from bertcourse.training.objectives import next_token_labels
 
 
 def main(steps: int = 15) -> None:

@@ -39,8 +39,8 @@ from pretraining import CPU_ATTENTION_FLOPS  # noqa: E402
 from bertcourse.course import load_course  # noqa: E402
 from bertcourse.data import load_corpus, wikitext_lines  # noqa: E402
 from bertcourse.model import build_model  # noqa: E402
-from bertcourse.objectives import next_token_labels  # noqa: E402
-from bertcourse.packing import pack_sentences, tokenize  # noqa: E402
+from bertcourse.training.objectives import next_token_labels  # noqa: E402
+from bertcourse.training.packing import pack_sentences, tokenize  # noqa: E402
 from bertcourse.tokenizer import load_tokenizer  # noqa: E402
 
 WIKITEXT103_TRAIN_WORDS = 103_227_021  # Merity et al. 2016, "Pointer Sentinel Mixture Models", table 1

@@ -6,7 +6,7 @@ A maintainer with a CUDA GPU (a Colab T4, say) runs
     python benchmarks/gpu_smoke.py --steps 1000 --precision fp16
 
 and pastes the markdown table it prints into README.md ("Pretraining on a GPU"). It runs the package's
-own loop (`bertcourse.train.pretrain`, the profile's model, batch, schedule and precision: `auto` is
+own loop (`bertcourse.training.pretrain.pretrain`, the profile's model, batch, schedule and precision: `auto` is
 bf16 where the GPU has it, fp16 with loss scaling on a T4) for `--steps` steps and reports:
 
 - steps/s and tokens/s of the steady state (the steps after the first tenth, timed between the starts of
@@ -47,7 +47,7 @@ from pretraining import CPU_ATTENTION_FLOPS, make_batches  # noqa: E402  (the be
 
 from bertcourse.course import load_course  # noqa: E402
 from bertcourse.data import load_corpus  # noqa: E402
-from bertcourse.devices import autocast_dtype, precision_name  # noqa: E402
+from bertcourse.training.devices import autocast_dtype, precision_name  # noqa: E402
 from bertcourse.model import ModelConfig, build_model  # noqa: E402
 
 NO_GPU = 2  # exit status without a GPU (and without --allow-cpu)
@@ -68,26 +68,26 @@ def flops_per_step(config: ModelConfig, batch_size: int, device: torch.device) -
 
 def timed_pretraining(args: argparse.Namespace, device: torch.device, out_dir: str,
                       corpus: object) -> tuple[object, list[float]]:
-    """`bertcourse.train.pretrain` for `args.steps` steps on `corpus`; the wall-clock time at the start of
+    """`bertcourse.training.pretrain.pretrain` for `args.steps` steps on `corpus`; the wall-clock time at the start of
     every step."""
-    import bertcourse.train
+    import bertcourse.training.pretrain
 
     starts: list[float] = []
-    draw = bertcourse.train.batch_indices
+    draw = bertcourse.training.pretrain.batch_indices
 
     def timed(step: int, *rest, **kwargs):  # the loop calls it once per step, first thing
         starts.append(time.perf_counter())
         return draw(step, *rest, **kwargs)
 
-    bertcourse.train.batch_indices = timed  # this process runs only this one pretraining
+    bertcourse.training.pretrain.batch_indices = timed  # this process runs only this one pretraining
     try:
-        options = bertcourse.train.PretrainOptions(
+        options = bertcourse.training.pretrain.PretrainOptions(
             arch="bert", profile=args.profile, out_dir=out_dir, data_dir=args.data_dir, source=args.source,
             max_steps=args.steps, eval_every=args.steps, checkpoint_every=args.steps, progress=False,
             device=device.type, precision=args.precision)
-        result = bertcourse.train.pretrain(options, corpus=corpus)
+        result = bertcourse.training.pretrain.pretrain(options, corpus=corpus)
     finally:
-        bertcourse.train.batch_indices = draw
+        bertcourse.training.pretrain.batch_indices = draw
     return result, starts
 
 

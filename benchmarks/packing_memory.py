@@ -3,7 +3,7 @@
     BERTCOURSE_DATA=... nice -n 10 .venv/bin/python benchmarks/packing_memory.py             # ~3.8M tokens
     BERTCOURSE_DATA=... nice -n 10 .venv/bin/python benchmarks/packing_memory.py --repeat 2
 
-It runs what `bertcourse pretrain` runs before its first step (`bertcourse.train._pack`'s two calls:
+It runs what `bertcourse pretrain` runs before its first step (`bertcourse.training.pretrain._pack`'s two calls:
 `tokenize_prefix` with a budget above the corpus, then `pack_sentences` with word ids, as whole-word masking
 packs them) on the course corpus's training sentences repeated `--repeat` times, and measures with
 `tracemalloc`, which sees Python objects and numpy's buffers alike:
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bertcourse.course import load_course  # noqa: E402
 from bertcourse.data import load_corpus  # noqa: E402
-from bertcourse.packing import pack_sentences, tokenize_prefix  # noqa: E402
+from bertcourse.training.packing import pack_sentences, tokenize_prefix  # noqa: E402
 from bertcourse.tokenizer import load_tokenizer  # noqa: E402
 
 

@@ -35,7 +35,7 @@ counterpart built from this config).
     .venv/bin/python benchmarks/pretraining.py --precision bf16 --threads 1 --arch gpt
 
 Every mode ends with the process's resident memory (Linux): its peak and its size at the end. `--memory`
-measures that per model instead, in the real loop: `bertcourse.train.pretrain` for `--memory-steps` steps
+measures that per model instead, in the real loop: `bertcourse.training.pretrain.pretrain` for `--memory-steps` steps
 of the profile, BERT and GPT each in a fresh process, the resident memory sampled before every step. It
 prints the peak, the end and the growth over the run's second half (median of the last tenth of the
 steps minus the median at 40-50%): after warm-up a run's memory should stay flat (issue 13).
@@ -61,12 +61,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from bertcourse.course import load_course
-from bertcourse.devices import autocast_dtype, cpu_has_native_bf16
-from bertcourse.flops import CPU_ATTENTION_FLOPS  # FlopCounterMode taught the CPU flash-attention kernel
+from bertcourse.training.devices import autocast_dtype, cpu_has_native_bf16
+from bertcourse.training.flops import CPU_ATTENTION_FLOPS  # FlopCounterMode taught the CPU flash-attention kernel
 from bertcourse.masking import mask_tokens
 from bertcourse.model import ModelConfig, build_model
 from bertcourse.model_support import hf_bert_config
-from bertcourse.objectives import next_token_labels
+from bertcourse.training.objectives import next_token_labels
 
 SPECIAL_IDS = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
 
@@ -87,23 +87,23 @@ def memory_line() -> str:
 
 def memory_of_one_run(args: argparse.Namespace) -> int:
     """One pretraining run of `args.memory_of`, its resident memory sampled before every step."""
-    import bertcourse.train
+    import bertcourse.training.pretrain
 
     samples: dict[int, float] = {}
-    draw = bertcourse.train.batch_indices
+    draw = bertcourse.training.pretrain.batch_indices
 
     def sampled(step: int, *rest, **kwargs):  # the loop calls it once per step, before building the batch
         samples[step] = resident_mb()
         return draw(step, *rest, **kwargs)
 
-    bertcourse.train.batch_indices = sampled  # this process exists only for this run
+    bertcourse.training.pretrain.batch_indices = sampled  # this process exists only for this run
     steps = args.memory_steps
     with tempfile.TemporaryDirectory() as out:
-        options = bertcourse.train.PretrainOptions(arch=args.memory_of, profile=args.profile, out_dir=out,
+        options = bertcourse.training.pretrain.PretrainOptions(arch=args.memory_of, profile=args.profile, out_dir=out,
                                                    max_steps=steps, progress=False, eval_every=steps,
                                                    checkpoint_every=steps)
         start = time.perf_counter()
-        result = bertcourse.train.pretrain(options)
+        result = bertcourse.training.pretrain.pretrain(options)
         seconds = time.perf_counter() - start
 
     def median_over(first: float, last: float) -> float:
@@ -121,7 +121,7 @@ def memory_of_one_run(args: argparse.Namespace) -> int:
 
 def compare_memory(args: argparse.Namespace) -> int:
     """Peak and end resident memory of a short real pretraining run of each model, each in its own process."""
-    print(f"profile {args.profile}: bertcourse.train.pretrain, {args.memory_steps} steps, precision auto, "
+    print(f"profile {args.profile}: bertcourse.training.pretrain.pretrain, {args.memory_steps} steps, precision auto, "
           f"{args.threads or 'default'} threads; resident memory sampled before every step")
     for arch in ("bert", "gpt"):
         threads = ["--threads", str(args.threads)] if args.threads else []
@@ -171,7 +171,7 @@ class Runner:
     def __init__(self, name: str, model: torch.nn.Module, dtype: torch.dtype | None = None,
                  grad_clip: float | None = None):
         self.name, self.model, self.dtype, self.grad_clip = name, model.train(), dtype, grad_clip
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # as bertcourse.train
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # as bertcourse.training.pretrain
 
     def step(self, batch: dict[str, torch.Tensor]) -> None:
         with torch.autocast("cpu", dtype=self.dtype) if self.dtype else contextlib.nullcontext():
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def gpt_batches(batches: list[dict[str, torch.Tensor]]) -> None:
-    """Next-token targets at every real position, as bertcourse.objectives.NextToken (in place)."""
+    """Next-token targets at every real position, as bertcourse.training.objectives.NextToken (in place)."""
     for batch in batches:
         batch["input_ids"] = batch["input_ids"].where(batch["labels"] == -100, batch["labels"])
         batch["labels"] = next_token_labels(batch["input_ids"], batch["attention_mask"])

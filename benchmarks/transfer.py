@@ -7,7 +7,7 @@ pretrained encoder and for the same architecture with random weights (several se
 Features: the final [CLS] state, the mean of the final states over real tokens, and the mean over real
 tokens of every layer's output, embeddings included, concatenated ("all").
 
-Pretraining is a small loop built from the package's pieces (`bertcourse.train`'s packing, batches,
+Pretraining is a small loop built from the package's pieces (`bertcourse.training.pretrain`'s packing, batches,
 dynamic masking, held-out evaluation and optimizer; `bertcourse.model`'s BERT) with the levers the
 package does not expose yet prototyped here: peak LR and schedule (cosine to 10% as the package, or
 Cramming's linear decay to 0), masking rate, bf16 autocast on the CPU, pre-LN, width/depth, vocabulary,
@@ -51,16 +51,12 @@ from bertcourse.course import load_course  # noqa: E402
 from bertcourse.data import column, load_corpus, load_sst2  # noqa: E402
 from bertcourse.masking import collate_for_mlm, pad_batch  # noqa: E402
 from bertcourse.model import ModelConfig, build_model, extended_attention_mask  # noqa: E402
-from bertcourse.optim import adamw  # noqa: E402
+from bertcourse.training.optim import adamw  # noqa: E402
 from bertcourse.tokenizer import load_tokenizer, train_tokenizer  # noqa: E402
-from bertcourse.train import (  # noqa: E402
-    batch_indices,
-    eval_batches,
-    evaluate,
-    lr_factor,
-    pack_sentences,
-    tokenize_sentences,
-)
+from bertcourse.training.packing import batch_indices, pack_sentences, tokenize_sentences
+from bertcourse.training.objectives import eval_batches
+from bertcourse.training.heldout import evaluate
+from bertcourse.training.optim import lr_factor
 
 ROOT = Path(os.environ.get("TRANSFER_OUT", "runs/transfer"))  # where results go
 PROBE_TRAIN_ROWS = 10_000  # a fixed random subset of SST-2 train for the probe (seed 0)

@@ -132,7 +132,7 @@ def test_grading_modules_are_short(package):
 # ----------------------------------------------------------------------------- the teaching core
 
 TEACHING_LEAVES = ["bertcourse.model", "bertcourse.tokenizer", "bertcourse.masking", "bertcourse.model_support",
-                   "bertcourse.classifier", "bertcourse.heads", "bertcourse.devices", "bertcourse.optim"]
+                   "bertcourse.classifier", "bertcourse.heads", "bertcourse.training.devices", "bertcourse.training.optim"]
 MODEL_LESSON_LINES = 300  # model.py above its "end of the lesson" line: what lesson 3 asks a student to read
 LESSON_END = "# ----------------------------------------------------------------------------- end of the lesson"
 
@@ -198,9 +198,9 @@ def test_model_lesson_part_stays_readable_in_one_sitting():
 
 # The pieces of pretraining in the order they may import each other: each may import those before it
 # (and the teaching core), none those after it; the loop (`train`) comes last.
-TRAINING_PIECES = ["bertcourse.packing", "bertcourse.objectives", "bertcourse.pretrain_eval",
-                   "bertcourse.checkpoint", "bertcourse.plotting"]
-TRAINING_LOOP = "bertcourse.train"
+TRAINING_PIECES = ["bertcourse.training.packing", "bertcourse.training.objectives", "bertcourse.training.heldout",
+                   "bertcourse.training.checkpoint", "bertcourse.training.plotting"]
+TRAINING_LOOP = "bertcourse.training.pretrain"
 TEACHING_CORE = ["bertcourse.config", "bertcourse.data", "bertcourse.tokenizer", "bertcourse.masking",
                  "bertcourse.model", "bertcourse.model_support"]
 TRAINING_PIECE_LINES = 250
@@ -220,7 +220,7 @@ def test_training_modules_import_in_one_direction():
         assert not upwards, f"{module} (teaching core) imports the training modules {sorted(upwards)}"
     importers = sorted(m for m, imported in graph.items() if TRAINING_LOOP in imported)
     # the command line, and the experiment that pretrains what it lacks before fine-tuning (compare)
-    allowed = {"bertcourse.cli", "bertcourse.compare"}
+    allowed = {"bertcourse.cli", "bertcourse.training.compare"}
     assert set(importers) <= allowed, f"only the commands may import the loop, not {importers}"
     assert not find_cycles({m: graph[m] for m in order}), "import cycle among the training modules"
 

@@ -371,7 +371,7 @@ def test_wikitext103_from_the_hub_and_from_a_local_folder_in_either_layout_give_
 
 
 def test_without_wikitext103_the_gpu_profile_falls_back_with_a_notice(tmp_path, fake_hub, capsys, monkeypatch):
-    from bertcourse.train import repeats_notice
+    from bertcourse.training.pretrain import repeats_notice
 
     course = _gpu_course()
     _local_folder(tmp_path)

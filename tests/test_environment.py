@@ -65,7 +65,7 @@ def test_environment_yml_python_is_one_the_project_supports():
 #   0.18.0, "older PEFT versions will not work anymore"), and 0.18.1 guards its import of `HybridCache`, a
 #   class transformers 5 removed, on the transformers version (huggingface/peft commit 41c07f0; vllm-project/
 #   vllm#30566 raises its floor to 0.18.1 for that reason). The course calls only `LoraConfig` and
-#   `inject_adapter_in_model` on its own modules (bertcourse.finetune), which are older.
+#   `inject_adapter_in_model` on its own modules (bertcourse.training.finetune), which are older.
 #
 # nbgrader>=0.9.5 (the JupyterLab 4 line), jupyterlab, matplotlib, pyyaml, tqdm and pytest keep the floors
 # they had: the course uses long-standing APIs of them, and they were not re-derived here.

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertcourse.checkpoint import tokenizer_from_json
+from bertcourse.training.checkpoint import tokenizer_from_json
 from bertcourse.classifier import SequenceClassifier
 from bertcourse.config import ModelConfig
 from bertcourse.heads import (

@@ -253,7 +253,7 @@ LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
 @pytest.mark.parametrize("arch", ["bert", "gpt"])
 def test_a_checkpoint_saved_before_arch_loads_computes_as_it_did_and_resumes(arch):
     """Written by the code before `ModelConfig.arch` (its config says `causal`); see fixtures/legacy."""
-    from bertcourse.train import CheckpointError, check_compatible, load_checkpoint, load_pretrained
+    from bertcourse.training.checkpoint import CheckpointError, check_compatible, load_checkpoint, load_pretrained
 
     path = LEGACY / f"pretrain-{arch}-checkpoint.pt"
     saved = load_checkpoint(path)

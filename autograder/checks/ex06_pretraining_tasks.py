@@ -26,9 +26,9 @@ import pytest
 import torch
 from _common import IGNORE, binomial_range, concept_answer
 
-from bertcourse.sentence_pairs import truncate_longest_first
-from bertcourse.span_corruption import noise_counts, span_runs
-from bertcourse.span_corruption import t5_span_corrupt as reference_corrupt
+from bertcourse.after_bert.sentence_pairs import truncate_longest_first
+from bertcourse.after_bert.span_corruption import noise_counts, span_runs
+from bertcourse.after_bert.span_corruption import t5_span_corrupt as reference_corrupt
 
 TAIL = 1e-8
 

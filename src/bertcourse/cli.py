@@ -59,7 +59,7 @@ def _add_data(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_common_data_arguments(parser)
     parser.add_argument("--tokenizer", help="a hub tokenizer name (e.g. bert-base-uncased) instead of training one")
-    parser.set_defaults(handler=_runs("bertcourse.datastats", "data_command"))
+    parser.set_defaults(handler=_runs("bertcourse.prepare_data", "data_command"))
 
 
 def _add_release(subparsers: argparse._SubParsersAction) -> None:
@@ -174,7 +174,7 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA: faster)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.train", "pretrain_command"))
+    parser.set_defaults(handler=_runs("bertcourse.training.pretrain", "pretrain_command"))
 
 
 def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
@@ -199,7 +199,7 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--max-steps", type=int, help="stop after this many steps (a quick try)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.finetune", "finetune_command"))
+    parser.set_defaults(handler=_runs("bertcourse.training.finetune", "finetune_command"))
 
 
 def _add_compare(subparsers: argparse._SubParsersAction) -> None:
@@ -218,7 +218,7 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--runs-dir", default="runs",
                         help="folder of the pretraining and fine-tuning runs (default: runs)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.compare", "compare_command"))
+    parser.set_defaults(handler=_runs("bertcourse.training.compare", "compare_command"))
 
 
 def _add_evaluate(subparsers: argparse._SubParsersAction) -> None:
@@ -236,7 +236,7 @@ def _add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--text", action="append", metavar="SENTENCE",
                         help="a sentence to classify (repeatable)")
     parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
-    parser.set_defaults(handler=_runs("bertcourse.score_file", "evaluate_command"))
+    parser.set_defaults(handler=_runs("bertcourse.training.evaluate", "evaluate_command"))
 
 
 # Each entry adds one subcommand. Later parts of the course add theirs here.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ARCHITECTURES = ("bert", "gpt")
-# Fine-tuning's choices (bertcourse.finetune, compare): what trains, and where the weights start.
+# Fine-tuning's choices (bertcourse.training.finetune, compare): what trains, and where the weights start.
 REGIMES = ("full", "probe", "lora")
 INITS = ("pretrained", "scratch")
 # What the GPT does differently from BERT besides its mask and its objective: GPT-2's choices.

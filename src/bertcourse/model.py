@@ -271,7 +271,7 @@ class GPT(_LanguageModel):
         labels: torch.Tensor | None = None,
     ) -> LMOutput:
         """`labels`: the token each position is trained to predict, -100 where none: the next token,
-        from `bertcourse.objectives.next_token_labels` (the one place the shift is written)."""
+        from `bertcourse.training.objectives.next_token_labels` (the one place the shift is written)."""
         return self.predict(self.encode(input_ids, attention_mask), labels)
 
 

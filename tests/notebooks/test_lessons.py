@@ -43,7 +43,7 @@ def test_plot_history_draws_on_a_figure_of_its_own(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from bertcourse.train import plot_history
+    from bertcourse.training.plotting import plot_history
 
     backend, open_figures = matplotlib.get_backend(), plt.get_fignums()
     history = {"step": list(range(1, 101)), "loss": [5 - i / 50 for i in range(100)], "eval_step": [50, 100],

@@ -1,0 +1,1 @@
+"""What came after BERT (lesson 6): its objectives, models, distillation, generation, and the runner that trains them."""

@@ -1,0 +1,492 @@
+"""Fine-tuning a pretrained (or a freshly initialised) course model on SST-2: one run, one folder.
+
+`finetune(FinetuneOptions(...))` trains a `bertcourse.classifier.SequenceClassifier` in one regime and
+writes `runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN/`:
+
+- `model.pt`: the classifier's weights, its model config, pooling, regime and the tokenizer;
+- `metrics.json`: accuracy with its 95% bootstrap interval, macro-F1, MCC, the learning curve, the
+  settings and the key they hash to (written last: its presence means the run finished);
+- `predictions.tsv`: one line per validation sentence (label, prediction, P(positive), sentence).
+
+A finished folder with the same key is reused instead of trained again (what lets a killed `compare`
+resume); a folder written with other settings is refused with its path. The numbers (batch, epochs,
+learning rate by regime, rows) come from the profile's `finetune:` block in course.yml. Every run
+trains on the same fixed subset of SST-2 train and is scored on all 872 validation sentences, so two
+runs are paired sentence by sentence.
+
+Under `torchrun` (one process per device, `bertcourse.training.distributed.Processes`, as pretraining uses it)
+every process computes the same shuffled order and takes its own consecutive share of each global batch
+of the profile's `batch_size` rows; the loss of each share is weighted by its rows, so the averaged
+gradient is that of the whole batch, as in one process. Rank 0 alone evaluates and writes the run
+folder; the other processes then read it back, so every process returns the same result. What differs
+from one process: the head's dropout draws its masks per process (a tolerance, not equality; without
+dropout the runs agree to float rounding, tests/test_distributed.py), and a probe's feature vectors are
+computed by every process for all rows (cheap next to training). The process count enters the run's
+settings (and key) when it is above one.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from bertcourse import metrics
+from bertcourse.training.checkpoint import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    load_checkpoint,
+    read_saved_state,
+    save_checkpoint,
+    tokenizer_from_json,
+)
+from bertcourse.classifier import SequenceClassifier, build_classifier, trainable_parameters
+from bertcourse.config import ARCHITECTURES, INITS, REGIMES, ModelConfig
+from bertcourse.course import FinetuneSpec, load_course, resolve_profile
+from bertcourse.data import column, load_corpus, load_sst2
+from bertcourse.training.devices import autocast_dtype, precision_name
+from bertcourse.training.distributed import Processes, is_main_process
+from bertcourse.errors import BertcourseError
+from bertcourse.folders import write_atomic
+from bertcourse.masking import pad_batch
+from bertcourse.model import build_model
+from bertcourse.training.optim import adamw, linear_schedule
+from bertcourse.training.packing import tokenize_sentences
+from bertcourse.tokenizer import load_tokenizer
+
+FINETUNE_FORMAT = "bertcourse-finetune-1"
+MODEL_NAME = "model.pt"
+EVALUATIONS_PER_RUN = 8  # points on each run's learning curve
+PROBE_BATCH = 256  # the probe trains a linear layer on cached vectors: large batches cost nothing
+
+
+class FinetuneError(BertcourseError):
+    """A fine-tuning run that cannot start or a run folder that belongs to other settings."""
+
+
+@dataclass
+class FinetuneOptions:
+    """One fine-tuning run; what is not here comes from the profile's `finetune:` block."""
+
+    arch: str = "bert"
+    regime: str = "full"  # full, probe or lora
+    init: str = "pretrained"  # pretrained: the pretraining checkpoint's weights; scratch: random ones
+    seed: int = 0
+    profile: str | None = None  # resolve_profile's rule
+    pooling: str | None = None  # default: cls for the BERT, last for the GPT
+    pretrained: str | Path | None = None  # default runs/pretrain-ARCH-PROFILE/checkpoint.pt
+    out_dir: str | Path | None = None  # default runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN
+    data_dir: str | Path | None = None
+    source: str = "auto"
+    device: str | None = None
+    precision: str = "auto"  # as `bertcourse pretrain --precision`
+    progress: bool = True
+    max_steps: int | None = None  # stop early (tests); part of the key
+
+
+@dataclass
+class SST2Rows:
+    """SST-2 as token-id rows ([CLS] ... [SEP], at most max_seq_len) and labels, ready to batch."""
+
+    train_ids: list[list[int]]
+    train_labels: torch.Tensor
+    validation_ids: list[list[int]]
+    validation_labels: torch.Tensor
+    validation_sentences: list[str]
+    train_rows: list[int] = field(default_factory=list)  # which SST-2 train rows (a fixed subset)
+
+
+@dataclass
+class FinetuneResult:
+    """What a run returns (and what a reused folder gives back)."""
+
+    out_dir: Path
+    metrics: dict[str, Any]
+    predictions: np.ndarray  # P(label) per validation sentence, [872, 2]
+    model: SequenceClassifier | None = None  # None when the folder was reused
+
+
+def sentence_rows(tokenizer: Any, texts: list[str], max_seq_len: int) -> list[list[int]]:
+    """Token-id rows `[CLS] ... [SEP]` of at most `max_seq_len` (longer sentences cut): what a classifier reads
+    (`encode_sst2` and `bertcourse evaluate` both encode through it, so a saved model sees its training format)."""
+    cut = max_seq_len - 2
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    return [[cls, *ids[:cut], sep] for ids in tokenize_sentences(tokenizer, texts)]
+
+
+def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | None = None,
+                source: str = "auto") -> SST2Rows:
+    """Tokenize SST-2 once for a tokenizer (compare reuses it across runs)."""
+    train, validation = load_sst2("train", data_dir, source), load_sst2("validation", data_dir, source)
+    chosen = list(range(len(train)))
+    if spec.train_rows is not None and spec.train_rows < len(train):
+        chosen = sorted(np.random.default_rng(0).permutation(len(train))[: spec.train_rows].tolist())
+    sentences, labels = column(train, "sentence"), column(train, "label")
+
+    def rows(texts: list[str]) -> list[list[int]]:
+        return sentence_rows(tokenizer, texts, spec.max_seq_len)
+
+    val_sentences = column(validation, "sentence")
+    return SST2Rows(
+        rows([sentences[i] for i in chosen]), torch.tensor([labels[i] for i in chosen]),
+        rows(val_sentences), torch.tensor(column(validation, "label")), val_sentences, chosen,
+    )
+
+
+def default_out_dir(options: FinetuneOptions, profile: str) -> Path:
+    """`runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN`: one folder per setting, so a rerun finds its run."""
+    return Path(f"runs/finetune-{options.arch}-{options.regime}-{options.init}-{profile}-seed{options.seed}")
+
+
+def default_pretrained(arch: str, profile: str) -> Path:
+    """The checkpoint `bertcourse pretrain --arch ARCH --profile PROFILE` writes by default."""
+    return Path(f"runs/pretrain-{arch}-{profile}") / CHECKPOINT_NAME
+
+
+@functools.lru_cache(maxsize=2)
+def _read_pretrained(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
+    """A pretraining checkpoint and the digest of its bytes, read once per file version: `compare` starts
+    36 runs from the same two checkpoints (mtime and size in the key: a resumed pretraining is read again)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return load_checkpoint(path), digest.hexdigest()[:16]
+
+
+def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, source: str) -> tuple[dict, Any, dict]:
+    """(model config dict, tokenizer, {"state": pretrained weights or None, "described": their identity or None})."""
+    path = Path(options.pretrained) if options.pretrained else default_pretrained(options.arch, profile)
+    if path.is_dir():
+        path = path / CHECKPOINT_NAME
+    if path.is_file():
+        saved, digest = _read_pretrained(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
+        config = saved["settings"]["model_config"]
+        if config.get("arch", "bert") != options.arch:
+            raise FinetuneError(f"{path} holds a {config.get('arch')} model, not a {options.arch}")
+        described = {"path": str(path), "digest": digest, "step": saved["step"],
+                     "history": {k: saved["history"].get(k) for k in ("eval_step", "eval_loss", "eval_accuracy")}}
+        return config, tokenizer_from_json(saved["tokenizer"]), {"state": saved["model"], "described": described}
+    if options.init == "pretrained":
+        raise FinetuneError(f"{path}: no pretraining checkpoint; run `bertcourse pretrain --arch {options.arch} "
+                            f"--profile {profile}` first (or pass --pretrained PATH, or --init scratch)")
+    course = load_course()  # scratch without a checkpoint: the profile's model and tokenizer (of its corpus)
+    spec = course.profile(profile)
+    tokenizer = load_tokenizer(load_corpus(course, data_dir=data_dir, source=source, profile=profile), spec.vocab_size,
+                               spec.model.max_seq_len, progress=options.progress)
+    config = spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
+    return config, tokenizer, {"state": None, "described": None}
+
+
+def run_key(settings: dict) -> str:
+    """The hash of everything that decides a run's result (its folder is reused only under the same key).
+
+    The pretrained checkpoint enters by its content digest, not by the path it was read from: the same
+    checkpoint named `runs/...` from the command line and by an absolute path from a notebook is one run.
+    """
+    pretrained = settings.get("pretrained")
+    if isinstance(pretrained, dict):
+        settings = {**settings, "pretrained": {k: v for k, v in pretrained.items() if k != "path"}}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_finished(out_dir: Path, key: str | None = None) -> FinetuneResult | None:
+    """The result of a finished run in `out_dir`, None if it did not finish; refused if its key differs."""
+    metrics_path = out_dir / "metrics.json"
+    if not metrics_path.is_file():
+        return None
+    try:
+        saved = json.loads(metrics_path.read_text())
+        probabilities = np.loadtxt(out_dir / "predictions.tsv", delimiter="\t", skiprows=1, usecols=(3,),
+                                   ndmin=1, comments=None)
+    except (OSError, ValueError) as exc:
+        raise FinetuneError(f"{out_dir}: a damaged fine-tuning run ({type(exc).__name__}: {exc}); delete the "
+                            "folder to run it again") from exc
+    if saved.get("format") != FINETUNE_FORMAT:
+        raise FinetuneError(f"{metrics_path}: not a bertcourse fine-tuning run")
+    if key is not None and saved.get("key") != key:
+        raise FinetuneError(f"{out_dir} holds a run with other settings (key {saved.get('key')}, this run {key}); "
+                            "choose another --out or delete the folder")
+    return FinetuneResult(out_dir, saved, np.stack([1 - probabilities, probabilities], axis=1))
+
+
+def _batches(ids: list[list[int]], order: list[int], size: int):
+    for start in range(0, len(order), size):
+        index = order[start : start + size]
+        yield index, *pad_batch([ids[i] for i in index], 0)
+
+
+@torch.no_grad()
+def predict_rows(model: SequenceClassifier, ids: list[list[int]], device: torch.device,
+                 batch_size: int = 256) -> np.ndarray:
+    """P(label) [N, L] for token-id rows, in eval mode (rows sorted by length: less padding)."""
+    model.eval()
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = np.zeros((len(ids), model.classifier.out_features), dtype=np.float64)
+    for index, batch_ids, attention in _batches(ids, order, batch_size):
+        logits = model(batch_ids.to(device), attention.to(device)).logits
+        out[index] = torch.softmax(logits.float(), -1).cpu().numpy()
+    return out
+
+
+@torch.no_grad()
+def pooled_features(model: SequenceClassifier, ids: list[list[int]], device: torch.device) -> torch.Tensor:
+    """The frozen encoder's sentence vectors [N, D], computed once for a probe."""
+    model.eval()
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = torch.zeros(len(ids), model.classifier.in_features)
+    for index, batch_ids, attention in _batches(ids, order, 256):
+        out[index] = model.pool(batch_ids.to(device), attention.to(device)).float().cpu()
+    return out
+
+
+class _ProbeHead(torch.nn.Module):
+    """The classifier's head as a module of its own, so that DistributedDataParallel sees a probe's forward."""
+
+    def __init__(self, model: SequenceClassifier):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pooled: torch.Tensor, labels: torch.Tensor) -> Any:
+        """Dropout + linear + loss on cached vectors (`SequenceClassifier.head`)."""
+        return self.model.head(pooled, labels)
+
+
+def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, options: FinetuneOptions,
+           processes: Processes) -> dict[str, list]:
+    """The loop of one run; returns its learning curve. A probe trains the head on cached vectors.
+
+    Under torchrun each process trains on its share of every global batch (`processes.shard`) and only
+    rank 0 evaluates; the loss on the curve is the mean over the global batch on every process.
+
+    The probe standardises the vectors (each feature to mean 0, variance 1 on the training rows) as a
+    logistic-regression probe does: a random encoder's [CLS] vectors differ from sentence to sentence by
+    little, and an unscaled linear layer trained for a few epochs would read them as one constant. The
+    scaling is folded into the linear layer afterwards, so the saved classifier takes raw vectors.
+    """
+    probe = options.regime == "probe"
+    device, main = processes.device, processes.is_main
+    if probe:
+        train_x = pooled_features(model, data.train_ids, device)
+        val_x = pooled_features(model, data.validation_ids, device)
+        mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-6)
+        train_x, val_x = (train_x - mean) / std, (val_x - mean) / std
+        epochs, batch_size = spec.probe_epochs, PROBE_BATCH
+    else:
+        epochs, batch_size = spec.epochs, spec.batch_size
+    steps_per_epoch = math.ceil(len(data.train_ids) / batch_size)
+    total = min(epochs * steps_per_epoch, options.max_steps or math.inf)
+    optimizer = adamw(model, spec.learning_rate[options.regime], spec.weight_decay)
+    warmup = max(1, int(spec.warmup_fraction * total))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(total, warmup))
+    evaluate_at = {round(total * (k + 1) / EVALUATIONS_PER_RUN) for k in range(EVALUATIONS_PER_RUN)}
+    dtype = autocast_dtype(device, options.precision)
+    generator = torch.Generator().manual_seed(options.seed)
+    history: dict[str, list] = {"step": [], "loss": [], "eval_step": [], "eval_accuracy": []}
+    bar = tqdm(total=total, desc=f"finetune {options.arch} {options.regime} {options.init}",
+               disable=not (options.progress and main))
+    # DDP: gradients averaged across processes in backward(); the MLM head of a full run trains nothing
+    forward = processes.wrap(_ProbeHead(model) if probe else model, find_unused=options.regime == "full")
+    step = 0
+    while step < total:
+        order = torch.randperm(len(data.train_ids), generator=generator).tolist()
+        for start in range(0, len(order), batch_size):
+            index = processes.shard(order[start : start + batch_size])  # one process: the whole batch
+            labels = data.train_labels[index].to(device)
+            model.train()
+            with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                if probe:
+                    loss = forward(train_x[index].to(device), labels).loss
+                else:
+                    ids, attention = pad_batch([data.train_ids[i] for i in index], 0)
+                    loss = forward(ids.to(device), attention.to(device), labels=labels).loss
+            # weighted by this share's rows (one target per row); the curve gets the global batch's mean
+            loss, global_loss, _ = processes.global_mean(loss, {"labels": labels, "attention_mask": labels})
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for _, p in trainable_parameters(model)], 1.0)
+            optimizer.step()
+            schedule.step()
+            step += 1
+            history["step"].append(step)
+            history["loss"].append(global_loss)
+            bar.set_postfix(loss=f"{global_loss:.3f}", refresh=False)
+            bar.update(1)
+            if step in evaluate_at and main:
+                if probe:
+                    model.eval()
+                    with torch.no_grad():
+                        predicted = model.head(val_x.to(device)).logits.argmax(-1).cpu()
+                else:
+                    predicted = torch.from_numpy(predict_rows(model, data.validation_ids, device).argmax(1))
+                history["eval_step"].append(step)
+                history["eval_accuracy"].append(float((predicted == data.validation_labels).float().mean()))
+            if step >= total:
+                break
+    bar.close()
+    if probe:  # W (x - mean) / std + b  ==  (W / std) x + (b - W (mean / std))
+        with torch.no_grad():
+            weight = model.classifier.weight / std.to(device)
+            model.classifier.bias -= weight @ mean.to(device)
+            model.classifier.weight.copy_(weight)
+    return history
+
+
+def scores(labels: Any, predicted: Any, *, seed: int = 0) -> dict[str, Any]:
+    """Accuracy with its 95% bootstrap interval over sentences, macro-F1 and MCC (bertcourse.metrics)."""
+    labels, predicted = list(map(int, labels)), list(map(int, predicted))
+    interval = metrics.bootstrap_ci(labels, predicted, "accuracy", seed=seed)
+    return {
+        "accuracy": metrics.accuracy(labels, predicted),
+        "accuracy_interval": [interval.low, interval.high],
+        "macro_f1": metrics.precision_recall_f1(labels, predicted, average="macro").f1,
+        "mcc": metrics.matthews_corrcoef(labels, predicted),
+    }
+
+
+def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = None) -> FinetuneResult:
+    """Run (or reuse) one fine-tuning run as `options` say. `data`: SST-2 already encoded (see compare)."""
+    options = options or FinetuneOptions()
+    for name, value, allowed in (("arch", options.arch, ARCHITECTURES), ("regime", options.regime, REGIMES),
+                                 ("init", options.init, INITS)):
+        if value not in allowed:
+            raise FinetuneError(f"--{name} must be one of {', '.join(allowed)}, got {value!r}")
+    course = load_course()
+    profile = resolve_profile(options.profile, course)
+    spec = course.profile(profile).finetuning()
+    out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(options, profile)
+    config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
+    config = ModelConfig.from_dict(config_dict)
+    if spec.max_seq_len > config.max_seq_len:
+        raise FinetuneError(f"profile {profile}: finetune.max_seq_len {spec.max_seq_len} exceeds the model's "
+                            f"max_seq_len {config.max_seq_len}")
+    settings = {
+        "format": FINETUNE_FORMAT, "arch": options.arch, "regime": options.regime, "init": options.init,
+        "seed": options.seed, "profile": profile, "pooling": options.pooling, "finetune": asdict(spec),
+        "model_config": config.to_dict(), "max_steps": options.max_steps,
+        "pretrained": start["described"] if options.init == "pretrained" else None,
+        "tokenizer": hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
+    }
+    if options.regime == "probe":  # the probe's vectors are standardised (see _train); not the other regimes'
+        settings["probe_features"] = "standardised"
+    processes = Processes(options.device)  # one, or this one of several started by torchrun
+    if processes.ddp:  # the head's dropout masks depend on the split (one process: the key as before)
+        settings["world_size"] = processes.world_size
+    key = run_key(settings)
+    finished = read_finished(out_dir, key)
+    if finished is not None:
+        return finished
+
+    data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
+    batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
+    last_batch = len(data.train_ids) % batch_size or batch_size
+    if processes.ddp and last_batch < processes.world_size:
+        raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {len(data.train_ids)} training "
+                            f"rows, fewer than the {processes.world_size} processes: run fewer processes or "
+                            "change train_rows")
+    processes.start(batch_size)
+    device = processes.device
+    torch.manual_seed(options.seed)
+    encoder = build_model(config)
+    if options.init == "pretrained":
+        encoder.load_state_dict(start["state"])
+    model = build_classifier(encoder, options.regime, pooling=options.pooling, dropout=spec.dropout,
+                             lora_rank=spec.lora_rank, lora_alpha=spec.lora_alpha).to(device)
+    processes.reseed_dropout(options.seed)  # ranks above 0: their own dropout stream
+    started = time.perf_counter()
+    history = _train(model, data, spec, options, processes)
+    train_seconds = time.perf_counter() - started
+    if not processes.is_main:  # rank 0 evaluates and writes; the others return what it wrote
+        processes.close()
+        finished = read_finished(out_dir, key)
+        if finished is None:
+            raise FinetuneError(f"{out_dir}: rank 0 finished without writing the run")
+        return FinetuneResult(out_dir, finished.metrics, finished.predictions, model)
+    probabilities = predict_rows(model, data.validation_ids, device)
+    predicted = probabilities.argmax(1)
+    result = {
+        "format": FINETUNE_FORMAT, "key": key, "settings": settings,
+        **scores(data.validation_labels.tolist(), predicted.tolist(), seed=options.seed),
+        "train_seconds": round(train_seconds, 1), "train_rows": len(data.train_ids),
+        "trainable_parameters": sum(p.numel() for _, p in trainable_parameters(model)),
+        "parameters": sum(p.numel() for p in model.parameters()), "pooling": model.pooling,
+        "precision": precision_name(autocast_dtype(device, options.precision)),
+        "history": history,
+    }
+    _write_run(out_dir, model, tokenizer, config, options, data, probabilities, result)
+    processes.close()  # waits until every process has finished training
+    return FinetuneResult(out_dir, result, probabilities, model)
+
+
+def _write_run(out_dir: Path, model: SequenceClassifier, tokenizer: Any, config: ModelConfig,
+               options: FinetuneOptions, data: SST2Rows, probabilities: np.ndarray, result: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "metrics.json").unlink(missing_ok=True)  # unfinished until rewritten below
+    state = {"format": FINETUNE_FORMAT, "model_config": config.to_dict(), "regime": options.regime,
+             "pooling": model.pooling, "n_labels": model.classifier.out_features, "dropout": model.dropout.p,
+             "lora": {"rank": model.encoder.blocks[0].attention.qkv.r["default"],
+                      "alpha": model.encoder.blocks[0].attention.qkv.lora_alpha["default"]}
+             if options.regime == "lora" else None,
+             "max_seq_len": result["settings"]["finetune"]["max_seq_len"],
+             "tokenizer": tokenizer.backend_tokenizer.to_str(),
+             "weights": {k: v.cpu() for k, v in model.state_dict().items()}}
+    save_checkpoint(out_dir / MODEL_NAME, state)
+    lines = ["index\tlabel\tprediction\tp_positive\tsentence"] + [
+        f"{i}\t{int(y)}\t{int(p.argmax())}\t{p[1]:.6f}\t{s}"
+        for i, (y, p, s) in enumerate(zip(data.validation_labels.tolist(), probabilities, data.validation_sentences))
+    ]
+    write_atomic(out_dir / "predictions.tsv", "\n".join(lines) + "\n")
+    write_atomic(out_dir / "metrics.json", json.dumps(result, indent=1))
+
+
+def load_classifier(path: str | Path, device: str | torch.device = "cpu") -> tuple[SequenceClassifier, Any, dict]:
+    """A saved classifier (`model.pt` or its folder), its tokenizer and its metadata, ready to predict."""
+    state = read_saved_state(path, MODEL_NAME, FINETUNE_FORMAT, "fine-tuned classifier", "classifier",
+                             error=FinetuneError,
+                             missing="no fine-tuned classifier there (`bertcourse finetune` writes model.pt)")
+    path = Path(path) / MODEL_NAME if Path(path).is_dir() else Path(path)
+    encoder = build_model(ModelConfig.from_dict(state["model_config"]))
+    lora = state["lora"] or {}
+    model = build_classifier(encoder, state["regime"], pooling=state["pooling"], dropout=state["dropout"],
+                             lora_rank=lora.get("rank", 8), lora_alpha=lora.get("alpha", 16))
+    try:
+        model.load_state_dict(state["weights"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{path}: the weights do not fit the saved model config ({exc})") from exc
+    return model.to(device).eval(), tokenizer_from_json(state["tokenizer"]), state
+
+
+def finetune_command(args: Any) -> int:
+    """`bertcourse finetune`: one run; prints its accuracy and where its folder is."""
+    options = FinetuneOptions(
+        arch=args.arch, regime=args.regime, init=args.init, seed=args.seed, profile=args.profile,
+        pooling=args.pooling, pretrained=args.pretrained, out_dir=args.out, data_dir=args.data_dir,
+        source=args.source, device=args.device, precision=args.precision, progress=not args.no_progress,
+        max_steps=args.max_steps,
+    )
+    result = finetune(options)
+    if not is_main_process():  # under torchrun: rank 0 prints
+        return 0
+    m = result.metrics
+    low, high = m["accuracy_interval"]
+    reused = " (reused: the folder already held this run)" if result.model is None else ""
+    print(f"{options.arch} {options.regime} from {options.init}: SST-2 validation accuracy {m['accuracy']:.3f} "
+          f"(95% interval {low:.3f}-{high:.3f}), macro-F1 {m['macro_f1']:.3f}, MCC {m['mcc']:.3f}{reused}")
+    print(f"wrote model.pt, metrics.json and predictions.tsv in {result.out_dir}")
+    return 0
+
+
+__all__ = [
+    "FINETUNE_FORMAT", "INITS", "REGIMES", "FinetuneError", "FinetuneOptions", "FinetuneResult", "SST2Rows",
+    "default_out_dir", "default_pretrained", "encode_sst2", "finetune", "finetune_command",
+    "load_classifier", "pooled_features", "predict_rows", "read_finished", "run_key", "scores", "sentence_rows",
+]

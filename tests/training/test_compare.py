@@ -1,0 +1,326 @@
+"""`bertcourse compare`: the statistics it reports, the cost it reads, and the experiment end to end.
+
+The statistics are checked against `bertcourse.metrics` (a row with one seed must get exactly the interval
+and test distribution that metrics gives one prediction vector). The end-to-end tests run the cpu-quick
+profile in temporary folders (never the repository's runs/ or results/): the report's schema, a compare
+killed part-way and resumed (finished runs reused, not retrained; the same results), a run folder from
+other settings refused with its path.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertcourse.training import compare as C
+from bertcourse import metrics
+
+PROFILE = "cpu-quick"
+
+
+def _labels_and_predictions(n: int = 872, accuracy: float = 0.8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, n)
+    right = rng.random(n) < accuracy
+    return labels, np.where(right, labels, 1 - labels)
+
+
+# ----------------------------------------------------------------------------- statistics (fast)
+
+
+def test_sentence_resamples_draw_n_sentences_each_and_repeat_with_the_seed():
+    counts = C.sentence_resamples(50, 300, seed=1)
+    assert counts.shape == (300, 50) and (counts.sum(1) == 50).all()
+    assert (counts >= 0).all() and (counts == 0).any()  # with replacement: some sentences left out
+    assert np.array_equal(counts, C.sentence_resamples(50, 300, seed=1))
+    assert not np.array_equal(counts, C.sentence_resamples(50, 300, seed=2))
+    # each sentence is in a resample Binomial(n, 1/n) times: mean 1
+    assert counts.mean() == pytest.approx(1.0)
+
+
+def test_one_seed_gets_the_accuracy_interval_of_metrics_bootstrap_ci():
+    labels, predicted = _labels_and_predictions()
+    counts = C.sentence_resamples(len(labels))
+    ours = C.seed_averaged_interval((predicted == labels)[None], counts)
+    theirs = metrics.bootstrap_ci(labels.tolist(), predicted.tolist(), "accuracy", seed=0)
+    # two Monte Carlo draws of the same distribution: the 2.5% and 97.5% points agree to ~0.3 points
+    assert ours[0] == pytest.approx(theirs.low, abs=0.004)
+    assert ours[1] == pytest.approx(theirs.high, abs=0.004)
+
+
+def test_the_row_interval_averages_seeds_on_the_same_resampled_sentences():
+    labels, first = _labels_and_predictions(seed=0)
+    _, second = _labels_and_predictions(seed=1)
+    correct = np.stack([first == labels, second == labels])
+    counts = C.sentence_resamples(len(labels), 2000)
+    # the same seed twice is that seed's interval: the seeds are held fixed, not resampled
+    assert C.seed_averaged_interval(correct[[0, 0]], counts) == C.seed_averaged_interval(correct[[0]], counts)
+    scores = C.resampled_accuracy(correct, counts)  # [K, B]
+    assert scores.shape == (2, 2000)
+    assert scores[1, 0] == pytest.approx((counts[0] * correct[1]).sum() / len(labels))
+    low, high = C.seed_averaged_interval(correct, counts)
+    assert low < correct.mean() < high
+    assert [low, high] == pytest.approx(np.quantile(scores.mean(0), [0.025, 0.975]).tolist())
+
+
+def test_paired_test_of_identical_systems_gives_p_1_and_a_zero_difference():
+    labels, predicted = _labels_and_predictions()
+    correct = np.stack([predicted == labels] * 3)
+    test = C.paired_seed_bootstrap(correct, correct, C.sentence_resamples(len(labels), 2000))
+    assert test["p"] == 1.0 and test["difference"] == 0.0
+
+
+def test_paired_test_with_one_seed_each_matches_metrics_paired_bootstrap_test():
+    labels, a = _labels_and_predictions(accuracy=0.80, seed=0)
+    _, b = _labels_and_predictions(accuracy=0.77, seed=1)
+    ours = C.paired_seed_bootstrap((a == labels)[None], (b == labels)[None], C.sentence_resamples(len(labels)))
+    theirs = metrics.paired_bootstrap_test(labels.tolist(), a.tolist(), b.tolist(), "accuracy", seed=0)
+    assert ours["difference"] == pytest.approx(metrics.accuracy(labels, a) - metrics.accuracy(labels, b))
+    assert ours["p"] == pytest.approx(theirs, abs=0.015)  # Monte Carlo error of 10,000 resamples near p ~ 0.1
+
+
+def test_paired_test_sees_the_seed_spread_that_a_fixed_seed_test_ignores():
+    """One lucky seed: A's seeds score 70%, 70% and 80%, B's all 70%. Holding A's seeds fixed, the 3.3-point
+    gap looks solid; resampling them shows how much of it one seed makes."""
+    rng = np.random.default_rng(0)
+    n = 872
+    labels = rng.integers(0, 2, n)
+
+    def seed_with(accuracy: float, seed: int) -> np.ndarray:
+        right = np.random.default_rng(seed).permutation(n) < round(accuracy * n)
+        return np.where(right, labels, 1 - labels) == labels
+
+    a = np.stack([seed_with(0.70, 1), seed_with(0.70, 2), seed_with(0.80, 3)])
+    b = np.stack([seed_with(0.70, 4), seed_with(0.70, 5), seed_with(0.70, 6)])
+    counts = C.sentence_resamples(n, 4000)
+    resampled = C.paired_seed_bootstrap(a, b, counts)
+    observed = a.mean() - b.mean()
+    fixed = C.resampled_accuracy(a, counts).mean(0) - C.resampled_accuracy(b, counts).mean(0)  # seeds held
+    fixed_low, fixed_high = np.quantile(fixed, [0.025, 0.975])
+    fixed_p = (1 + np.sum(np.abs(fixed - observed) >= abs(observed) - 1e-12)) / (1 + len(fixed))
+    assert resampled["difference"] == pytest.approx(observed)
+    assert resampled["interval"][1] - resampled["interval"][0] > 1.5 * (fixed_high - fixed_low)
+    assert fixed_p < 0.01 < resampled["p"]
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order():
+    assert C.holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert C.holm([0.9, 0.9]) == [1.0, 1.0]
+
+
+def test_run_folders_are_named_as_bertcourse_finetune_names_them():
+    from bertcourse.training.finetune import FinetuneOptions, default_out_dir
+
+    plan = C.run_plan(2)
+    assert len(plan) == 2 * 3 * 2 * 2 and len(set(plan)) == len(plan)
+    for run in plan:
+        options = FinetuneOptions(arch=run.arch, regime=run.regime, init=run.init, seed=run.seed)
+        assert run.folder(Path("runs"), PROFILE) == default_out_dir(options, PROFILE)
+
+
+def test_pretraining_cost_counts_the_body_at_every_token_and_the_head_where_it_runs(tmp_path):
+    from bertcourse.config import ModelConfig
+    from bertcourse.model import build_model
+
+    base = ModelConfig(vocab_size=100, d_model=16, n_heads=2, d_ff=32, max_seq_len=8, n_layers=2)
+    costs = {}
+    for arch in ("bert", "gpt"):
+        config = base.for_arch(arch)
+        folder = tmp_path / arch
+        folder.mkdir()
+        (folder / "metrics.json").write_text(json.dumps({
+            "parameters": 1, "tokens_seen": 1000, "train_seconds": 2.5, "precision": "fp32",
+            "final_eval": {"loss": 3.0, "accuracy": 0.2}, "history": {"step": [1, 2, 3]}}))
+        saved = {"settings": {"model_config": config.to_dict(), "batch_size": 4}, "step": 3}
+        costs[arch] = cost = C.pretraining_cost(folder, saved, select_prob=0.15)
+        model = build_model(config)
+        blocks = sum(p.numel() for part in (model.blocks, model.embeddings.norm, model.final_norm)
+                     for p in part.parameters())
+        assert cost["body_parameters"] == blocks
+        head = 16 * 16 + 16 + 2 * 16 + 100 * 16 + 100  # dense, LayerNorm, tied decoder, bias
+        assert cost["head_parameters"] == head
+        share = 0.15 if arch == "bert" else 1.0
+        assert cost["flops"] == pytest.approx(6 * 1000 * (blocks + share * head))
+        assert cost["steps"] == 3 and cost["tokens_recorded"] and cost["train_seconds"] == 2.5
+    assert costs["gpt"]["flops"] > costs["bert"]["flops"]
+
+
+def test_a_run_without_recorded_tokens_is_estimated_and_says_so(tmp_path):
+    from bertcourse.config import ModelConfig
+
+    config = ModelConfig(vocab_size=100, d_model=16, n_heads=2, d_ff=32, max_seq_len=8, n_layers=1)
+    (tmp_path / "metrics.json").write_text(json.dumps({
+        "parameters": 1, "final_eval": {"loss": 3.0, "accuracy": 0.2}, "history": {"step": [1, 2, 3, 4, 5]}}))
+    cost = C.pretraining_cost(tmp_path, {"settings": {"model_config": config.to_dict(), "batch_size": 4}, "step": 5},
+                              0.15)
+    assert cost["tokens_seen"] == 5 * 4 * 8 and not cost["tokens_recorded"] and cost["train_seconds"] is None
+    assert "estimated" in C.results_markdown(_minimal_results({"bert": cost, "gpt": cost}))
+
+
+def _minimal_results(pretraining: dict) -> dict:
+    spread = {"per_seed": [0.5], "mean": 0.5, "sd": None, "interval": [0.4, 0.6]}
+    row = {"name": "majority class", "arch": "baseline", "regime": None, "init": None, "accuracy": spread,
+           "macro_f1": spread, "mcc": spread, "trainable_parameters": 0, "finetune_seconds": spread}
+    return {"profile": PROFILE, "seeds": 1, "validation_sentences": 872, "train_rows": 10, "rows": [],
+            "baselines": [row], "tests": [], "pretraining": pretraining, "anchors": C.ANCHORS,
+            "statistics": {"interval": "i", "test": "t"}}
+
+
+def test_load_results_refuses_what_compare_did_not_write(tmp_path):
+    with pytest.raises(C.CompareError, match=str(tmp_path / "results.json")):
+        C.load_results(tmp_path)
+    (tmp_path / "results.json").write_text('{"format": "something else"}')
+    with pytest.raises(C.CompareError, match="not the results of `bertcourse compare`"):
+        C.load_results(tmp_path)
+
+
+def test_a_pretraining_resumed_after_a_kill_reports_the_tokens_of_an_uninterrupted_one(tmp_path, corpus,
+                                                                                       quick_tokenizer):
+    """write_report records tokens and seconds summed over resumes (compare's cost table reads them)."""
+    from bertcourse.data import Corpus
+    from bertcourse.training.pretrain import PretrainOptions, pretrain
+
+    small = Corpus(corpus.train[:1500], corpus.heldout[:50], corpus.source)
+    options = dict(profile=PROFILE, max_steps=6, eval_every=3, checkpoint_every=2, progress=False)
+    pretrain(PretrainOptions(out_dir=tmp_path / "straight", **options), corpus=small, tokenizer=quick_tokenizer)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(PretrainOptions(out_dir=tmp_path / "killed", stop_after=3, **options), corpus=small,
+                 tokenizer=quick_tokenizer)
+    pretrain(PretrainOptions(out_dir=tmp_path / "killed", resume=True, **options), corpus=small,
+             tokenizer=quick_tokenizer)
+    straight, resumed = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("straight", "killed"))
+    assert straight["tokens_seen"] == resumed["tokens_seen"] > 6 * 32 * 8  # at least 8 real tokens per block
+    assert straight["counted_from_step"] == resumed["counted_from_step"] == 0
+    assert resumed["train_seconds"] > 0
+
+
+# ----------------------------------------------------------------------------- end to end (cpu-quick)
+
+
+@pytest.fixture(scope="module")
+def quick_compare(tmp_path_factory, data_dir):
+    """One uninterrupted compare on cpu-quick, in temporary folders. It runs from an empty working folder that
+    must stay empty: a path left relative to the working folder (runs/, results/) would land there."""
+    base = tmp_path_factory.mktemp("compare")
+    elsewhere = tmp_path_factory.mktemp("working-folder")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(elsewhere)
+        results = C.compare(PROFILE, out=base / "results", runs_dir=base / "runs", data_dir=data_dir,
+                            progress=False)
+    assert not list(elsewhere.iterdir()), "compare wrote outside the folders it was given"
+    return base, results
+
+
+def _without_timing(value):
+    """The results with what legitimately differs between two compares removed: seconds and folder paths."""
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items()
+                if k not in ("timing", "finetune_seconds", "train_seconds", "folder", "runs_dir")}
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return value
+
+
+@pytest.mark.slow
+def test_compare_writes_the_report_with_its_documented_schema(quick_compare):
+    from bertcourse.course import load_course
+
+    base, results = quick_compare
+    seeds = load_course().profile(PROFILE).finetune.seeds
+    out = base / "results"
+    assert set(results) == set(C.RESULTS_FIELDS)  # every field documented, none undocumented
+    assert C.load_results(out) == results
+    for name in ("results.md", "accuracy.png", "learning_curves.png", "confusion_matrices.png"):
+        assert (out / name).stat().st_size > 1000, name
+    assert results["format"] == C.COMPARE_FORMAT and results["seeds"] == seeds
+    assert results["validation_sentences"] == 872
+    rows = {(r["arch"], r["regime"], r["init"]): r for r in results["rows"]}
+    assert set(rows) == {(a, r, i) for a in C.ARCHS for r in C.REGIMES for i in C.INITS}
+    for row in results["rows"] + results["baselines"]:
+        acc = row["accuracy"]
+        assert len(acc["per_seed"]) == (1 if row["arch"] == "baseline" else seeds)
+        assert acc["mean"] == pytest.approx(np.mean(acc["per_seed"]))
+        assert acc["interval"][0] <= acc["mean"] <= acc["interval"][1]
+        assert sum(map(sum, row["confusion"])) == 872 * len(acc["per_seed"])
+        (tn, fp), (fn, tp) = row["confusion"]
+        assert (tn + tp) / (872 * len(acc["per_seed"])) == pytest.approx(acc["mean"])
+    for row in results["rows"]:
+        assert len(row["runs"]) == seeds and all(Path(r["folder"]).parent == base / "runs" for r in row["runs"])
+        assert all(len(r["curve"]["step"]) == len(r["curve"]["accuracy"]) > 0 for r in row["runs"])
+    assert rows[("bert", "probe", "pretrained")]["trainable_parameters"] < rows[("bert", "lora", "pretrained")][
+        "trainable_parameters"] < rows[("bert", "full", "pretrained")]["trainable_parameters"]
+    majority, tfidf = results["baselines"]
+    assert majority["mcc"]["mean"] == 0 and tfidf["accuracy"]["mean"] > majority["accuracy"]["mean"] + 0.1
+    assert len(results["tests"]) == 12 and all(0 < t["p"] <= t["p_holm"] <= 1 for t in results["tests"])
+    for arch, cost in results["pretraining"].items():
+        assert cost["tokens_recorded"] and cost["tokens_seen"] > 0 and cost["train_seconds"] > 0
+        assert Path(cost["folder"]) == base / "runs" / f"pretrain-{arch}-{PROFILE}"
+    assert results["pretraining"]["gpt"]["flops"] > results["pretraining"]["bert"]["flops"]
+    markdown = (out / "results.md").read_text()
+    for words in ("mean ± sd", "95% interval", "Paired tests", "McNemar", "83.2", "93.5", "82.1", "6 x T"):
+        assert words in markdown, words
+
+
+@pytest.mark.slow
+def test_a_killed_compare_resumes_reusing_finished_runs_with_the_same_results(quick_compare, tmp_path, data_dir):
+    """Pretraining and all runs but the last 4 as a killed compare leaves them, then a compare killed (an
+    exception from after_run) after training 2 more, then the resume: those reused, the last 2 trained."""
+    base, uninterrupted = quick_compare
+    runs = tmp_path / "runs"
+    plan = C.run_plan(uninterrupted["seeds"])
+    for arch in C.ARCHS:
+        shutil.copytree(base / "runs" / f"pretrain-{arch}-{PROFILE}", runs / f"pretrain-{arch}-{PROFILE}")
+    done, killed = len(plan) - 4, len(plan) - 2
+    for run in plan[:done]:
+        shutil.copytree(run.folder(base / "runs", PROFILE), run.folder(runs, PROFILE))
+
+    trained = []
+
+    def kill_after_two(run, result):
+        if result.model is not None:
+            trained.append(run)
+            if len(trained) == 2:
+                raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        C.compare(PROFILE, out=tmp_path / "results", runs_dir=runs, data_dir=data_dir, progress=False,
+                  after_run=kill_after_two)
+    assert trained == plan[done:killed]
+    stamps = {run: run.folder(runs, PROFILE).joinpath("model.pt").stat().st_mtime_ns for run in plan[:killed]}
+    assert not (tmp_path / "results").exists()
+
+    seen = {}
+    resumed = C.compare(PROFILE, out=tmp_path / "results", runs_dir=runs, data_dir=data_dir, progress=False,
+                        after_run=lambda run, result: seen.__setitem__(run, result.model is None))
+    assert [run for run in plan if seen[run]] == plan[:killed]  # reused
+    assert [run for run in plan if not seen[run]] == plan[killed:]  # trained
+    assert all(run.folder(runs, PROFILE).joinpath("model.pt").stat().st_mtime_ns == stamp
+               for run, stamp in stamps.items())
+    assert _without_timing(resumed) == _without_timing(uninterrupted)
+
+
+@pytest.mark.slow
+def test_a_run_folder_from_other_settings_is_refused_with_its_path(quick_compare, tmp_path, data_dir, capsys):
+    from bertcourse.cli import main
+    from bertcourse.training.finetune import FinetuneError, FinetuneOptions, finetune
+
+    base, _ = quick_compare
+    runs = tmp_path / "runs"
+    for arch in C.ARCHS:
+        shutil.copytree(base / "runs" / f"pretrain-{arch}-{PROFILE}", runs / f"pretrain-{arch}-{PROFILE}")
+    first = C.run_plan(1)[0]
+    folder = first.folder(runs, PROFILE)
+    finetune(FinetuneOptions(arch=first.arch, regime=first.regime, init=first.init, profile=PROFILE, out_dir=folder,
+                             pretrained=runs / f"pretrain-{first.arch}-{PROFILE}", data_dir=data_dir,
+                             max_steps=2, progress=False))
+    with pytest.raises(FinetuneError, match=str(folder)):
+        C.compare(PROFILE, out=tmp_path / "results", runs_dir=runs, data_dir=data_dir, progress=False)
+    code = main(["compare", "--profile", PROFILE, "--runs-dir", str(runs), "--out", str(tmp_path / "results"),
+                 "--data-dir", str(data_dir), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and str(folder) in err and "other settings" in err and "Traceback" not in err
+    assert not (tmp_path / "results").exists()
