@@ -9,14 +9,22 @@ PROFILE ?= cpu-quick
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lab lint release validate readme setup-cells lesson-outputs install clean
+.PHONY: demo test test-fast lab lab-instructor lint release validate readme setup-cells lesson-outputs install install-instructor clean
 
+# A student's install: the course and JupyterLab, without nbgrader (whose menus, "Create Assignment" panel
+# and server extension are the instructor's). `install-instructor` adds nbgrader and the test tools, for
+# the instructor's commands (release, autograde, validate) and the test suite.
 install: $(VENV)/.installed
+install-instructor: $(VENV)/.installed-instructor
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=77"  # builds the course without isolation too
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
+	$(BIN)/python -m pip install -q -e ".[lab]"
+	touch $@
+
+$(VENV)/.installed-instructor: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[instructor,dev]"
 	touch $@
 
@@ -31,35 +39,44 @@ demo: install
 	$(BIN)/bertcourse compare --profile $(PROFILE)
 
 # Two lanes side by side, one per core (tests/run_in_lanes.py says why): the grading lane and the rest.
-test: install
+test: install-instructor
 	$(BIN)/python tests/run_in_lanes.py $(PYTEST_ARGS)
 
 # The contributor's lane while editing: no `slow` (training, notebooks, grading end to end) or `browser`
 # tests; `make test` (what CI runs) stays the full suite.
-test-fast: install
+test-fast: install-instructor
 	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
 
-lint: install
+lint: install-instructor
 	$(BIN)/ruff check .
 
 # The course's environment goes first on the server's PATH, which its kernels inherit: `!bertcourse ...`
 # and `!pip` in a cell then find the course's own commands. JUPYTER is a seam for tests/test_environment.py.
 JUPYTER ?= $(BIN)/jupyter
+# `make lab` is a student's lab even where nbgrader is installed (an instructor's or CI's environment): its
+# server extensions stay off (no "No nbgrader_config.py file found" in the log), and so does its JupyterLab
+# extension (no nbgrader menu, "Create Assignment" panel or "Validate" button), through the page config in
+# jupyter-student/. `make lab-instructor` starts JupyterLab with nbgrader's tools.
+NBGRADER_SERVER_OFF := --ServerApp.jpserver_extensions="{$(foreach x,formgrader validate_assignment assignment_list course_list,'nbgrader.server_extensions.$(x)': False,)}"
+ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: install
-	PATH="$(abspath $(BIN)):$$PATH" $(JUPYTER) lab $(if $(filter 0,$(shell id -u)),--allow-root,)
+	PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(abspath jupyter-student)" $(JUPYTER) lab $(NBGRADER_SERVER_OFF) $(ROOT_FLAG)
 
-release: install
+lab-instructor: install-instructor
+	PATH="$(abspath $(BIN)):$$PATH" $(JUPYTER) lab $(ROOT_FLAG)
+
+release: install-instructor
 	$(BIN)/bertcourse release
 
-validate: install
+validate: install-instructor
 	$(BIN)/bertcourse validate
 
-readme: install
+readme: install-instructor
 	$(BIN)/python -c 'from bertcourse.notebook import update_readme; update_readme()'
 
 # Every notebook's first code cell opens with the Colab set-up generated from course.yml (repository, branch);
 # the releases in exercises/ follow from the solutions.
-setup-cells: install
+setup-cells: install-instructor
 	$(BIN)/python -c 'from bertcourse.notebook import write_setup_cells; write_setup_cells()'
 	$(BIN)/bertcourse release
 

@@ -122,7 +122,7 @@ def main() -> None:
 
     # Like nbgrader's generate_assignment above (untimed), `bertcourse release` records the exercise in
     # the gradebook before any grading; the timed command then only grades.
-    from bertcourse.grading.gradebook import register_exercises
+    from bertcourse.grading.batch.gradebook import register_exercises
 
     out = scratch / "bertcourse"
     out.mkdir()

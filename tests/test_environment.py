@@ -194,3 +194,23 @@ def test_the_setup_cell_pins_the_kernels_packages():
     from bertcourse.notebook import COLAB_KEEP
 
     assert {"torch", *COLAB_PINNED} <= set(COLAB_KEEP)
+
+
+def test_make_lab_is_a_students_lab_even_where_nbgrader_is_installed(monkeypatch):
+    """No nbgrader server extension (nor its log line about a missing nbgrader_config.py) and no nbgrader
+    menu or panel in JupyterLab: `make lab` turns both off; `make lab-instructor` keeps them."""
+    venv = Path(sys.executable).parent.parent
+    shown = subprocess.run(["make", "-s", "-n", "-o", f"{venv}/.installed", "lab", f"VENV={venv}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    config = ROOT / "jupyter-student"
+    assert f'JUPYTER_CONFIG_PATH="{config}"' in shown
+    assert all(f"'nbgrader.server_extensions.{x}': False" in shown
+               for x in ("formgrader", "validate_assignment", "assignment_list", "course_list"))
+    from jupyter_core.paths import jupyter_path
+    from jupyterlab_server.config import get_page_config
+
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(config))
+    assert "@jupyter/nbgrader" in get_page_config(jupyter_path("labextensions"), None)["disabledExtensions"]
+    instructor = subprocess.run(["make", "-s", "-n", "-o", f"{venv}/.installed-instructor", "lab-instructor",
+                                 f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "nbgrader" not in instructor and "JUPYTER_CONFIG_PATH" not in instructor

@@ -9,6 +9,12 @@ from bertcourse.notebook import colab_url, execute_notebook, pick_profile
 from bertcourse.selfcheck import CheckFailed, check, checks, not_done, todo
 
 
+@pytest.fixture
+def under_nbgrader(monkeypatch):
+    """nbgrader's autograde or validate runs the notebook: a failing visible cell must fail."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+
+
 def test_pick_profile_honours_the_variable_and_rejects_typos(monkeypatch, capsys):
     monkeypatch.setenv("BERTCOURSE_PROFILE", "cpu-quick")
     assert pick_profile() == "cpu-quick"
@@ -54,7 +60,7 @@ def test_execute_notebook_gives_the_kernel_its_environment_and_restores_ours(tmp
     assert "BERTCOURSE_EXAMPLE" not in os.environ  # restored after a failure too
 
 
-def test_check_prints_a_tick_or_the_hint_and_raises(capsys):
+def test_check_prints_a_tick_or_the_hint_and_raises(capsys, under_nbgrader):
     check("two plus two", 2 + 2 == 4)
     assert capsys.readouterr().out.startswith("\u2713 two plus two")
     with pytest.raises(CheckFailed):
@@ -63,7 +69,7 @@ def test_check_prints_a_tick_or_the_hint_and_raises(capsys):
     assert "\u2717 labels are -100 elsewhere" in out and "hint: unselected positions" in out
 
 
-def test_check_reports_an_exception_in_the_students_code_as_a_failed_check(capsys):
+def test_check_reports_an_exception_in_the_students_code_as_a_failed_check(capsys, under_nbgrader):
     with pytest.raises(CheckFailed):
         check("the loss is finite", lambda: 1 / 0)
     assert "\u2717 the loss is finite (ZeroDivisionError: division by zero" in capsys.readouterr().out
@@ -73,7 +79,7 @@ def student_stub(*args):
     raise NotImplementedError()  # nbgrader's stub, as in a released notebook
 
 
-def test_every_check_in_a_block_reports_and_the_block_fails_once_at_its_end(capsys):
+def test_every_check_in_a_block_reports_and_the_block_fails_once_at_its_end(capsys, under_nbgrader):
     with pytest.raises(CheckFailed, match="2 of 3 checks failed") as failure:
         with checks():
             check("first", False, hint="hint one")
@@ -82,6 +88,19 @@ def test_every_check_in_a_block_reports_and_the_block_fails_once_at_its_end(caps
     out = capsys.readouterr().out
     assert out.count("\u2717") == 2 and "hint: hint one" in out and "hint: hint two" in out and "\u2713 third" in out
     assert failure.value._render_traceback_() == [f"CheckFailed: {failure.value}"]  # IPython: no traceback
+
+
+def test_a_failed_check_reports_and_lets_run_all_go_on(capsys, monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    with checks():
+        check("first", False, hint="hint one")
+        check("second", lambda: 1 / 0, hint="hint two")
+        check("third", True, hint="hint three")
+    check("on its own", False, hint="hint four")  # no exception: the cells after this one still run
+    out = capsys.readouterr().out
+    assert "\u2717 first" in out and "hint: hint two" in out and "\u2713 third" in out and "hint: hint four" in out
+    assert "\u2717 2 of 3 checks failed" in out and "\u2717 1 of 1 checks failed" in out
+    assert "Run All goes on" in out
 
 
 def test_a_part_not_written_yet_says_so_and_lets_run_all_go_on(capsys, monkeypatch):
@@ -104,7 +123,7 @@ def test_under_nbgrader_a_part_not_done_fails_its_cell(monkeypatch):
         not_done("set `answer_q1` above")
 
 
-def test_an_error_outside_a_check_ends_the_block_as_a_failure_with_where_it_was_raised(capsys):
+def test_an_error_outside_a_check_ends_the_block_as_a_failure_with_where_it_was_raised(capsys, under_nbgrader):
     def mask_tokens():
         return None
 
@@ -116,7 +135,7 @@ def test_an_error_outside_a_check_ends_the_block_as_a_failure_with_where_it_was_
     assert "hint: the error comes from your code above" in out
 
 
-def test_a_libraries_not_implemented_error_is_a_failure_not_a_part_not_done(capsys):
+def test_a_libraries_not_implemented_error_is_a_failure_not_a_part_not_done(capsys, under_nbgrader):
     import torch
 
     with pytest.raises(CheckFailed):

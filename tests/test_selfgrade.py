@@ -190,3 +190,37 @@ def test_warns_when_the_code_run_last_is_not_in_the_saved_file(tmp_path):
     assert selfgrade._unsaved_warning(path, shell("x = 3", "x = 1\ny = 2")) is None
     warning = selfgrade._unsaved_warning(path, shell("x = 1\ny = 2", "x = 3"))
     assert warning and "save the notebook" in warning
+
+
+def test_a_misspelt_exercise_is_said_before_anything_is_graded(no_jupyter, monkeypatch):
+    monkeypatch.setattr(selfgrade.subprocess, "run", lambda *a, **k: pytest.fail("graded with an unknown exercise"))
+    copy = no_jupyter / "finetuning.ipynb"
+    shutil.copy(ROOT / "exercises" / "ex04-finetuning" / "finetuning.ipynb", copy)
+    report = grade_this_notebook("ex04-finetunning", notebook=copy)
+    assert not report.ok and report.score is None and not report.graded
+    assert "unknown exercise 'ex04-finetunning'" in report.text
+    assert not str(report).startswith("graded:"), str(report)
+
+
+def test_the_score_is_read_from_the_result_bertcourse_grade_writes(no_jupyter, monkeypatch):
+    """`grade --json` hands over the NotebookResult; the report is formatted from it, never parsed."""
+    import subprocess
+
+    from bertcourse.grading.results import CheckResult, NotebookResult
+
+    result = NotebookResult(notebook="masking.ipynb", exercise="ex01-masking", checks=[
+        CheckResult("test_a", "part_checks", 2.0, 2.0, True, "hint a"),
+        CheckResult("test_b", "part_checks", 0.0, 3.0, False, "hint b", "score: 5/5")])  # a message that lies
+    result.total()
+    calls = []
+
+    def run(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 0, json.dumps(result.to_dict()), "")
+
+    monkeypatch.setattr(selfgrade.subprocess, "run", run)
+    copy = no_jupyter / "masking.ipynb"
+    shutil.copy(ROOT / "exercises" / EX01.notebook, copy)
+    report = grade_this_notebook("ex01-masking", notebook=copy)
+    assert "--json" in calls[0] and report.ok and report.score == (2.0, 5.0)
+    assert report.text.splitlines()[-1] == "score: 2/5" and "hint b" in report.text

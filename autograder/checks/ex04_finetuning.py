@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from _common import concept_answer, rate_ok, shaped, tensor
 
 from bertcourse.classifier import cls_pool, last_token_pool, mean_pool
-from bertcourse.grading import NotData, StudentError
+from bertcourse.grading import NotData, Remote, StudentError
 from bertcourse.model import ModelConfig, build_model
 from bertcourse.model_support import randomize_
 
@@ -397,13 +397,27 @@ def probe(student, seed: int):
     return {name: student.getattr(model, f"encoder.{name}.requires_grad") for name in encoder_parameters()}, model
 
 
-@pytest.mark.check(cell="training_checks", points=1.0,
+@pytest.mark.check(cell="training_checks", points=0.5,
                    feedback="a probe trains no encoder parameter: requires_grad must be False on every "
                    "parameter of model.encoder")
 def test_probe_freezes_every_encoder_parameter(student):
     flags, _ = probe(student, seed=21)
     trainable = [name for name, flag in flags.items() if flag is not False]
     assert not trainable, f"{len(trainable)} of the encoder's {len(flags)} parameters still train"
+
+
+@pytest.mark.check(cell="training_checks", points=0.5,
+                   feedback="freeze_encoder changes the model it is given in place and also returns that same "
+                   "model, as its specification says")
+def test_probe_returns_the_model_it_froze(student):
+    reference = reference_encoder(BERT, seed=23)
+    weight, bias = head_weights(23, n_labels=2)
+    model = student_classifier(student, reference, n_labels=2, pooling="cls", dropout=0.0, weight=weight, bias=bias)
+    returned = student.call("freeze_encoder", model)
+    flags = [student.getattr(model, f"encoder.{name}.requires_grad") for name in encoder_parameters()]
+    assert any(flag is False for flag in flags), "not credited until freeze_encoder freezes the encoder"
+    assert isinstance(returned, Remote) and student.same(returned, model), (
+        "freeze_encoder did not return the model it was given")
 
 
 @pytest.mark.check(cell="training_checks", points=1.0,

@@ -25,6 +25,7 @@ import torch
 from _common import binomial_interval_ok, concept_answer, global_draws, reseed_globals
 
 from bertcourse import metrics as reference
+from bertcourse.grading import Diagnosis
 
 TOL = 1e-9
 TAIL = 1e-9
@@ -417,7 +418,17 @@ def test_pass_at_k_unbiased(student):
                    "integers or logs")
 def test_pass_at_k_large_n(student):
     for n, c, k in ((200, 13, 10), (200, 1, 100), (5000, 300, 200), (10_000, 37, 1000), (10_000, 9000, 100)):
-        assert abs(student_pass(student, n, c, k) - exact_pass_at_k(n, c, k)) <= TOL, "a large-n pass@k differs"
+        value = student_pass(student, n, c, k)
+        diagnose_biased_pass_at_k(value, n, c, k)
+        assert abs(value - exact_pass_at_k(n, c, k)) <= TOL, "a large-n pass@k differs"
+
+
+def diagnose_biased_pass_at_k(value: float, n: int, c: int, k: int) -> None:
+    """A wrong value that is the with-replacement formula gets the hint about that formula, not the
+    large-n check's own about binomials overflowing (the code has no binomial to overflow)."""
+    if abs(value - exact_pass_at_k(n, c, k)) > TOL and abs(value - (1.0 - (1.0 - c / n) ** k)) <= TOL:
+        raise Diagnosis("this is 1 - (1 - c/n)^k, the k samples drawn WITH replacement; pass@k draws them "
+                        "WITHOUT replacement: 1 - C(n-c, k) / C(n, k)")
 
 
 @pytest.mark.check(cell="pass_at_k_checks", points=1.0,

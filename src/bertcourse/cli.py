@@ -80,16 +80,18 @@ def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
         "autograde",
         help="grade a class's submissions into the gradebook, a CSV and feedback pages (instructors)",
         description="Grade every SUBMISSIONS_DIR/<student>/<exercise>/<notebook>.ipynb (nbgrader's "
-        "submitted/ layout) with the hidden checks. Writes nbgrader's gradebook, OUT/grades.csv, "
-        "OUT/feedback/<student>/<exercise>/feedback.html and one result file per submission in "
-        "OUT/autograded/ (OUT: the folder holding SUBMISSIONS_DIR). Finished submissions are not graded "
-        "again when the batch is re-run or resumed; submissions are never modified.",
+        "submitted/ layout; any other layout is refused, exit 2) with the hidden checks. Writes the class's "
+        "nbgrader gradebook (OUT/gradebook.db unless one is named), OUT/grades.csv, the class report "
+        "OUT/class-report.html and .csv (what the class got wrong), OUT/feedback/<student>/<exercise>/feedback.html "
+        "and one result file per submission in OUT/autograded/ (OUT: the folder holding SUBMISSIONS_DIR). "
+        "Finished submissions are not graded again when the batch is re-run or resumed; submissions are "
+        "never modified.",
     )
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="folder of <student>/<exercise>/ folders")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded in parallel (default: 1)")
     db = parser.add_mutually_exclusive_group()
     db.add_argument("--db-url", help="gradebook database, any SQLAlchemy URL, e.g. postgresql://host/db "
-                    "(default: $BERTCOURSE_DB_URL, else SQLite in the course folder); never put a password "
+                    "(default: $BERTCOURSE_DB_URL, else OUT/gradebook.db, one per class); never put a password "
                     "here, where every user of the machine can read it: use $BERTCOURSE_DB_URL or --db-url-file")
     db.add_argument("--db-url-file", metavar="PATH",
                     help="read the gradebook URL from this file (one line; keep it readable by you only)")
@@ -101,8 +103,10 @@ def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lease", type=float, metavar="SECONDS",
                         help="PostgreSQL gradebook, several graders: a grader that stops renewing its claim "
                         "(it died) loses it after this long, and another grader takes the submission (default: 60)")
+    parser.add_argument("--private-feedback", action="store_true",
+                        help="write feedback pages readable by you only (0600; default: 0644, ready to share)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=_runs("bertcourse.grading.batch", "autograde_command"))
+    parser.set_defaults(handler=_runs("bertcourse.grading.batch.autograde", "autograde_command"))
 
 
 def _add_validate(subparsers: argparse._SubParsersAction) -> None:
@@ -147,9 +151,12 @@ def _add_grade(subparsers: argparse._SubParsersAction) -> None:
         "total as `score: X/Y`. Needs the course checkout (the hidden checks live in autograder/). Exits "
         "0 when grading ran, whatever the score; 2 for a file that is not a notebook or an unknown exercise.",
     )
-    parser.add_argument("notebook", help="the .ipynb file to grade (e.g. your copy from exercises/)")
+    parser.add_argument("notebook", help="the .ipynb file to grade (e.g. your copy from exercises/), or a folder "
+                        "holding one notebook")
     parser.add_argument("--exercise", metavar="ID",
                         help="exercise id from course.yml (default: inferred from the notebook's cells/path)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the result as JSON (checks, parts, cells, notes, score) instead of the report")
     parser.set_defaults(handler=_runs("bertcourse.grading.report", "grade_command"))
 
 

@@ -45,11 +45,14 @@ def content_files(folder: Path, pattern: str = "*", recursive: bool = True) -> l
     return sorted(found)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader (or a killed batch or run) never sees half a file."""
+def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """Write via a temporary file and rename, so a reader (or a killed batch or run) never sees half a file.
+    The file is private (0600, as the temporary file is made) unless `mode` says otherwise."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()

@@ -7,8 +7,10 @@ once per property:
 - a failure prints a cross, what went wrong and the hint, and the cell goes on, so every check reports;
   an error raised by the student's code outside a `check` (say, while unpacking its result) is reported
   the same way, with where it was raised, and ends the block;
-- at the end of the block, if anything failed, one `CheckFailed` (an AssertionError) is raised: the cell
-  fails, so nbgrader records the failure and JupyterLab's Run All stops at the first part that is wrong.
+- at the end of the block, if anything failed, one line says how many: while a student works the cell
+  ends there and Run All goes on, so every later part is still checked and the grading cell at the end
+  shows the whole picture. Under nbgrader (`NBGRADER_EXECUTION`) one `CheckFailed` (an AssertionError) is
+  raised instead, so the cell fails and plain nbgrader never gives a failing visible cell its points;
   IPython shows it as one line (`_render_traceback_`), never as a traceback into this module.
 
 **Not done yet.** nbgrader's stub is `raise NotImplementedError()`. When a check's call hits it, the
@@ -148,11 +150,14 @@ class Checks:
             print(f"{WAIT} not done yet: {what}")
 
     def finish(self) -> None:
-        """Raise CheckFailed if anything failed (or, under nbgrader, is not done)."""
+        """Say how many checks failed; under nbgrader, raise CheckFailed if any failed or is not done."""
         total = self.passed + len(self.failed)
         if self.failed:
-            raise CheckFailed(f"{len(self.failed)} of {total} checks failed: see the {CROSS} lines and their hints "
-                              "above") from None
+            summary = f"{len(self.failed)} of {total} checks failed: see the {CROSS} lines and their hints above"
+            if grading():
+                raise CheckFailed(summary) from None
+            print(f"{CROSS} {summary}. Run All goes on; the grading cell at the end shows the whole picture.")
+            return
         if self.not_done and grading():
             raise CheckFailed("not done yet: " + "; ".join(self.not_done)) from None
 
@@ -161,7 +166,8 @@ _active: list[Checks] = []
 
 
 def checks(part: str = "") -> Checks:
-    """A block whose `check` calls all report; it fails (CheckFailed) at its end if one of them failed."""
+    """A block whose `check` calls all report; at its end it says how many failed (under nbgrader it raises
+    CheckFailed then)."""
     return Checks(part)
 
 
@@ -170,7 +176,7 @@ def check(description: str, condition: bool | Callable[[], object], hint: str = 
 
     `condition` may be a callable, so that an exception raised while evaluating it is reported as this
     check's failure (or as a part not done yet) instead of a traceback. Inside `with checks():` a
-    failure is collected and raised at the end of the block; on its own, `check` raises at once.
+    failure is collected and summed up at the end of the block; on its own, `check` sums up at once.
     """
     if _active:
         return _active[-1].check(description, condition, hint)

@@ -3,8 +3,9 @@
 The last cell of every exercise runs `grade_this_notebook("ex01-masking")`. It finds the notebook the
 kernel belongs to (JupyterLab/Notebook: the Jupyter server's session for this kernel, else the
 `__session__` path ipykernel sets; Colab: the live notebook, unsaved edits included), grades it in a
-separate process with `bertcourse grade` (the same engine, hidden checks and report as in a terminal),
-and shows the report under the cell, saying which version of the notebook was graded.
+separate process with `bertcourse grade --json` (the same engine and hidden checks as in a terminal),
+reads the result it writes, and shows the same report under the cell, saying which version of the
+notebook was graded.
 
 While the autograder runs the notebook (nbgrader sets NBGRADER_EXECUTION) it returns at once: a
 notebook being graded never grades itself.
@@ -42,16 +43,16 @@ class SelfGradeError(BertcourseError):
 class SelfGrade:
     """What `grade_this_notebook` shows: the report of `bertcourse grade`, or why there is none."""
 
-    ok: bool  # grading ran and printed a score
+    ok: bool  # grading ran (whatever the score)
     text: str  # the report, exactly as `bertcourse grade` prints it (or the reason grading did not run)
     graded: str = ""  # which version of which notebook was graded, in words
     warnings: list[str] = field(default_factory=list)
+    result: Any = None  # the NotebookResult `bertcourse grade --json` wrote; None when grading did not run
 
     @property
     def score(self) -> tuple[float, float] | None:
-        """(points, out of) from the report's `score: X/Y` line; None when grading did not run."""
-        found = re.findall(r"^score: ([0-9.]+)/([0-9.]+)\s*$", self.text, flags=re.MULTILINE)
-        return (float(found[-1][0]), float(found[-1][1])) if found else None
+        """(points, out of); None when grading did not run."""
+        return None if self.result is None else (self.result.score, self.result.max_score)
 
     def __str__(self) -> str:
         head = [f"graded: {self.graded}"] if self.graded else []
@@ -88,24 +89,48 @@ def grade_this_notebook(exercise: str | None = None,
     try:
         with _notebook_to_grade(notebook) as (path, graded, warnings):
             root = find_course_root(path)
+            title = exercise_title(root, exercise)  # a misspelt id is said before anything is graded
             print(f"Grading {path.name} with the hidden checks of the course in {root} ...", flush=True)
-            code, text = run_grade(path, exercise, root)
+            code, result, text = run_grade(path, exercise, root)
     except SelfGradeError as exc:
         return SelfGrade(ok=False, text=str(exc))
-    report = SelfGrade(ok=code == 0, text=text, graded=graded, warnings=warnings)
-    return report if report.score else SelfGrade(False, text, graded, warnings)
+    if result is None:  # grading did not run: nothing was graded, whatever the file was
+        return SelfGrade(False, text)
+    from bertcourse.grading.report import format_result
+
+    report = format_result(result, title or exercise_title(root, result.exercise))
+    return SelfGrade(code == 0, "\n".join(p for p in (report, text) if p), graded, warnings, result)
 
 
-def run_grade(path: Path, exercise: str | None, root: Path) -> tuple[int, str]:
-    """`bertcourse grade PATH` in a separate process (never in the kernel, which runs student code):
-    its exit status and everything it printed."""
-    command = [sys.executable, "-m", "bertcourse.cli", "grade", str(path)]
+def exercise_title(root: Path, exercise: str | None) -> str:
+    """The exercise's title in the course at `root` ("" for None); SelfGradeError for an unknown id."""
+    if exercise is None:
+        return ""
+    from bertcourse.course import load_course
+    from bertcourse.errors import BertcourseError
+
+    try:
+        return load_course(root, check_files=False).exercise(exercise).title
+    except BertcourseError as exc:
+        raise SelfGradeError(str(exc)) from None
+
+
+def run_grade(path: Path, exercise: str | None, root: Path) -> tuple[int, Any, str]:
+    """`bertcourse grade --json PATH` in a separate process (never in the kernel, which runs student code):
+    its exit status, the NotebookResult it wrote (None when it wrote none) and what else it said (errors)."""
+    from bertcourse.grading.results import NotebookResult
+
+    command = [sys.executable, "-m", "bertcourse.cli", "grade", str(path), "--json"]
     if exercise:
         command += ["--exercise", exercise]
     env = {**os.environ, "BERTCOURSE_ROOT": str(root)}
     env.pop(GRADING_VARIABLE, None)
     done = subprocess.run(command, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    return done.returncode, "\n".join(part.strip() for part in (done.stdout, done.stderr) if part.strip())
+    try:
+        result = NotebookResult.from_dict(json.loads(done.stdout))
+    except (ValueError, TypeError, KeyError):  # no result: the command said why on stderr
+        return done.returncode, None, "\n".join(p.strip() for p in (done.stdout, done.stderr) if p.strip())
+    return done.returncode, result, done.stderr.strip()
 
 
 # ----------------------------------------------------------------------------- which notebook

@@ -13,8 +13,8 @@ from batch_support import ROOT, hidden_source_lines, make_course
 
 from bertcourse.authoring.release import release, stale_release
 from bertcourse.course import load_course
+from bertcourse.grading.batch.gradebook import grade_cell_points, open_gradebook
 from bertcourse.grading.exercises import exercise_cells
-from bertcourse.grading.gradebook import grade_cell_points, open_gradebook
 
 pytestmark = pytest.mark.slow
 

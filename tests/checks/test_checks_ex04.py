@@ -10,6 +10,9 @@ so a proof here is a proof of what a student's notebook would get.
 
 from __future__ import annotations
 
+import os
+from unittest import mock
+
 import pytest
 from check_proofs import (
     assert_caught,
@@ -347,8 +350,12 @@ WRONG = {
         mutate('    for name, parameter in model.named_parameters():\n'
                '        if not name.startswith("classifier."):\n            parameter.requires_grad = False\n',
                "    model.encoder.eval()\n"),
-        "test_probe_freezes_every_encoder_parameter",
-        "test_probe_still_trains_the_head"),  # a side condition, credited only once something is frozen
+        "test_probe_freezes_every_encoder_parameter", "test_probe_still_trains_the_head",
+        "test_probe_returns_the_model_it_froze"),  # side conditions, credited only once something is frozen
+    "probe frozen but not returned": wrong(
+        mutate("            parameter.requires_grad = False\n    return model\n",
+               "            parameter.requires_grad = False\n"),
+        "test_probe_returns_the_model_it_froze"),
     # the training step
     "returns the loss tensor": wrong(
         mutate("    return float(loss)\n", "    return loss\n"), "test_train_step_returns_the_batch_loss_as_a_float"),
@@ -437,7 +444,8 @@ def visible_failures(source: str) -> list[str]:
     namespace = {name: getattr(bertcourse.selfcheck, name) for name in bertcourse.selfcheck.__all__}
     exec(source, namespace)  # noqa: S102 - the course's own test sources
     failed = []
-    with torch.random.fork_rng():
+    # as nbgrader runs them: a failing visible cell raises (for a student it reports and Run All goes on)
+    with torch.random.fork_rng(), mock.patch.dict(os.environ, {bertcourse.selfcheck.GRADING_VARIABLE: "validate"}):
         torch.manual_seed(0)
         for grade_id, cell in visible_cells():
             try:

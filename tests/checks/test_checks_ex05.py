@@ -462,3 +462,17 @@ def test_a_stub_notebook_scores_zero(stub):
 
 def test_the_release_scores_zero():
     assert_release_scores_zero(RELEASE, "ex05-metrics")
+
+
+def test_the_hint_for_a_biased_pass_at_k_is_about_sampling_not_overflow():
+    """The large-n check's own hint is about binomials overflowing; code with no binomial, which draws WITH
+    replacement, gets the hint about that instead (a hint chosen from what the code did), and code that
+    does overflow keeps the check's own hint."""
+    from bertcourse.authoring.proofs import grade_source
+
+    biased = grade_source(CHECKS, wrong_entry(WRONG["biased pass@k"])[0], only={"test_pass_at_k_large_n"})
+    hint = biased.check("test_pass_at_k_large_n").feedback
+    assert "WITH replacement" in hint and "float" not in hint, hint
+    floats = grade_source(CHECKS, wrong_entry(WRONG["pass@k from float factorials"])[0],
+                          only={"test_pass_at_k_large_n"})
+    assert "do not fit in a float" in floats.check("test_pass_at_k_large_n").feedback

@@ -15,9 +15,9 @@ from check_proofs import (
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    check_outcomes,
     graded_cells,
     reference_source,
-    run_checks,
     stubbed,
     visible_bounds,
     visible_cell,
@@ -448,7 +448,7 @@ def test_rounds_hold_every_misconception_once():
 def test_each_misconception_fails_its_checks_and_only_those_aimed_at_it(names):
     source = apply([edit for name in names for edit in wrong_entry(WRONG[name])[0]])
     entries = {name: wrong_entry(WRONG[name])[1:] for name in names}
-    results = run_checks(CHECKS, source, only=set().union(*(t | m for t, m in entries.values())))
+    results = check_outcomes(CHECKS, source, only=set().union(*(t | m for t, m in entries.values())))
     for name, (targeted, must_pass) in entries.items():
         still_passing = sorted(check for check in targeted if results[check])
         assert not still_passing, f"{name!r} passes {still_passing}"

@@ -17,15 +17,15 @@ from check_proofs import (
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    check_outcomes,
     checks_of,
     graded_cells,
     notebook_cells,
     reference_source,
-    run_checks,
     stubbed,
 )
 
-from bertcourse.authoring.proofs import run_checks as run_notebook
+from bertcourse.authoring.proofs import grade_source
 from bertcourse.course import load_course
 
 CHECKS = "autograder/checks/ex07_self_test.py"
@@ -73,7 +73,7 @@ def question_checks() -> dict[int, str]:
 
 
 def failed(source: str) -> set[str]:
-    return {name for name, passed in run_checks(CHECKS, source).items() if not passed}
+    return {name for name, passed in check_outcomes(CHECKS, source).items() if not passed}
 
 
 # ----------------------------------------------------------------------------- correct work, in other forms
@@ -168,7 +168,7 @@ WRONG_COUNTS = {
 @pytest.mark.parametrize("name", list(WRONG_COUNTS))
 def test_each_counting_misconception_fails_exactly_its_check_and_is_named(name):
     source, check, named = WRONG_COUNTS[name]
-    result = run_notebook(ROOT / CHECKS, source)
+    result = grade_source(ROOT / CHECKS, source)
     assert not result.error, result.error
     assert set(result.failed_checks()) == {check}, (name, result.failed_checks())
     assert named in result.check(check).message, result.check(check).message
@@ -199,7 +199,7 @@ WRONG_NUMBERS = {
 @pytest.mark.parametrize("name", list(WRONG_NUMBERS))
 def test_each_wrong_number_fails_exactly_its_check_with_its_misconception(name):
     old, new, check, named = WRONG_NUMBERS[name]
-    result = run_notebook(ROOT / CHECKS, mutate(old, new))
+    result = grade_source(ROOT / CHECKS, mutate(old, new))
     assert not result.error, result.error
     assert set(result.failed_checks()) == {check}, (name, result.failed_checks())
     assert named in result.check(check).message, result.check(check).message
@@ -229,7 +229,7 @@ def every_question_answered(pick: int) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("pick", range(3))
 def test_each_wrong_option_gets_its_own_explanation(pick):
-    result = run_notebook(ROOT / CHECKS, every_question_answered(pick))
+    result = grade_source(ROOT / CHECKS, every_question_answered(pick))
     assert not result.error, result.error
     for number, right in right_letters().items():
         wrong = [letter for letter in "abcd" if letter != right][pick]

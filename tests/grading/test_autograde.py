@@ -31,8 +31,8 @@ from batch_support import (
 )
 
 from bertcourse.authoring.release import release
-from bertcourse.grading.batch import RESULT_NAME, BatchOptions, autograde
-from bertcourse.grading.gradebook import open_gradebook
+from bertcourse.grading.batch.autograde import RESULT_NAME, BatchOptions, autograde
+from bertcourse.grading.batch.gradebook import open_gradebook
 
 pytestmark = pytest.mark.slow
 
@@ -144,6 +144,21 @@ def test_every_submission_gets_a_grade_and_a_reason(graded):
     kim = rows[("kim", "no-such-exercise")]
     assert kim["status"] == "missing" and "not an exercise of this course" in kim["reason"]
     assert rows[("alice", EXERCISE)]["reason"] == ""
+    assert rows[("alice", EXERCISE)]["submitted"] and not rows[("judy", EXERCISE)]["submitted"]
+
+
+def test_the_class_report_says_what_the_class_got_wrong(graded):
+    root = graded["course"].root
+    report = {row["check"]: row for row in csv.DictReader((root / "class-report.csv").open(newline=""))}
+    graded_rows = [r for r in graded["rows"].values() if r["status"] == "graded" and r["exercise"] == EXERCISE]
+    passed_add = sum(1 for r in graded_rows if float(r["add_checks"]) == 2)
+    small = report["test_add_small_integers"]
+    assert int(small["graded"]) == len(graded_rows) and int(small["failed"]) == len(graded_rows) - passed_add
+    assert small["misconception"] == "add() should return the sum of its two arguments"
+    assert int(small["not_written"]) >= 1  # bob's blank notebook, counted apart from carol's mistake
+    page = (root / "class-report.html").read_text()
+    assert "dave" in page and "not valid JSON" in page  # the submissions that could not be graded
+    assert "Scores" in page and "<script" not in page.lower()
 
 
 def test_editor_artefacts_are_never_graded(graded):
@@ -170,11 +185,13 @@ def test_submissions_are_never_modified(graded):
 def test_gradebook_holds_every_grade(graded):
     course = graded["course"]
     with open_gradebook(f"sqlite:///{course.root}/gradebook.db") as gradebook:
-        for student, (_, score, add, q1) in EXPECTED.items():
+        for student, (status, score, add, q1) in EXPECTED.items():
             submission = gradebook.find_submission(EXERCISE, student)
             assert submission.score == pytest.approx(score), student
             assert gradebook.find_grade("add_checks", "add", EXERCISE, student).auto_score == add
             assert gradebook.find_grade("q1_checks", "add", EXERCISE, student).auto_score == q1
+            if status != "missing":  # when it was submitted: the notebook's file time (no timestamp.txt here)
+                assert submission.timestamp is not None, student
         assert gradebook.find_submission_notebook("add", EXERCISE, "dave").flagged
         assert not gradebook.find_submission_notebook("add", EXERCISE, "alice").flagged
 
@@ -191,6 +208,8 @@ def test_feedback_pages_show_results_but_no_hidden_test_source(graded):
         assert "test_add_small_integers" not in page  # check names stay with the instructor
         assert "hidden-check-source-must-never-reach-students" not in page
         assert str(course.root) not in page, (student, "the instructor's folders leak into the feedback page")
+        mode = (course.root / "feedback" / student / exercise / "feedback.html").stat().st_mode & 0o777
+        assert mode == 0o644, (student, oct(mode))  # ready to share, no chmod needed
     carol = (course.root / "feedback" / "carol" / EXERCISE / "feedback.html").read_text()
     assert "failed" in carol and "add() should return the sum of its two arguments" in carol
     assert "part <code>q1_checks</code>: 1 / 1 points" in carol
@@ -260,7 +279,7 @@ def test_a_killed_batch_resumes_without_regrading(tmp_path):
 def test_a_change_to_the_shared_check_helpers_regrades(tmp_path):
     """A finished result is reused only while nothing its grade depends on changed: the helpers that every
     exercise's checks share (`_common.py` next to them) count like the checks themselves."""
-    from bertcourse.grading.layout import exercise_fingerprint
+    from bertcourse.grading.batch.layout import exercise_fingerprint
 
     course = make_course(tmp_path / "course")
     exercise = course.exercise(EXERCISE)

@@ -17,9 +17,9 @@ import sqlalchemy
 from batch_support import EXERCISE, make_course, solution, submit, with_cells
 from test_gradebook_postgres import postgres_url  # noqa: F401 (the fixture: one server for this module)
 
-from bertcourse.grading.batch import BatchOptions, autograde
-from bertcourse.grading.claims import TABLE, Claims, shared
-from bertcourse.grading.gradebook import open_gradebook
+from bertcourse.grading.batch.autograde import BatchOptions, autograde
+from bertcourse.grading.batch.claims import TABLE, Claims, shared
+from bertcourse.grading.batch.gradebook import open_gradebook
 
 
 def test_only_postgresql_is_shared():

@@ -57,10 +57,10 @@ def _text(page: str) -> str:
 
 
 def test_checks_are_labelled_by_what_they_check(pages):
-    bob = pages["bob"]
+    carol = pages["carol"]
     for label in ("Add small integers", "Add negative and fractions", "Answer q1"):
-        assert f"<td>{label}</td>" in bob
-    assert "check 1" not in bob and "check 2" not in bob
+        assert f"<td>{label}</td>" in carol
+    assert "check 1" not in carol and "check 2" not in carol
     secret = hidden_source_lines(pages["course"])
     for student in ("alice", "bob", "carol"):
         assert not [line for line in secret if line in pages[student]], student
@@ -92,7 +92,7 @@ def test_math_is_drawn_offline_and_the_page_needs_no_network(pages):
 def test_math_does_not_touch_matplotlibs_global_state():
     import matplotlib
 
-    from bertcourse.grading.feedback import math_html
+    from bertcourse.grading.batch.feedback import math_html
 
     backend, params = matplotlib.get_backend(), dict(matplotlib.rcParams)
     math_html("\\sum_{i=1}^{n} x_i^2 + \\operatorname{softmax}(q k^\\top)", display=True)
@@ -129,11 +129,14 @@ def test_outputs_of_the_graded_run_are_shown_escaped_and_capped(pages):
     assert "x" * 1000 in text and "x" * 2500 not in text and "output cut" in text
 
 
-def test_a_reason_shared_by_several_checks_is_said_once(pages):
-    bob = pages["bob"]
-    assert bob.count("your code raised NotImplementedError") == 1
-    assert "2 checks failed because" in bob
-    assert "add() should return the sum of its two arguments" in bob  # each check's own hint stays
+def test_a_part_not_written_yet_is_said_once_without_hints_for_mistakes_not_made(pages):
+    bob, carol = _text(pages["bob"]), _text(pages["carol"])
+    assert bob.count("still raises NotImplementedError") == 1, bob  # once for the part add_checks (q1: undefined)
+    assert "not written yet: `add` still raises NotImplementedError; 2 checks (2 points)" in bob, bob
+    assert "add() should return the sum of its two arguments" not in bob  # a hint about code that does not exist
+    assert not re.search(r"NotImplementedError: ?(\n|$|<)", bob)  # no dangling colon after an empty message
+    assert "(q1): NotImplementedError: not written yet" in bob  # the unwritten top-level answer cell
+    assert "add() should return the sum of its two arguments" in carol  # code that exists keeps its hints
 
 
 def test_pages_are_small(pages):
@@ -146,15 +149,16 @@ def test_pages_are_small(pages):
 
 
 def _record(**result):
-    from bertcourse.grading.records import Record
+    from bertcourse.grading.batch.records import Record
+    from bertcourse.grading.results import NotebookResult
 
     return Record(student="zoe", exercise=EXERCISE, notebook="add", submission="", key="", status="graded",
                   score=0.0, max_score=3.0, parts={"add_checks": 0.0}, part_max={"add_checks": 2.0}, reasons=[],
-                  result={"checks": [], "notes": [], "cells": [], **result})
+                  result=NotebookResult.from_dict({"notebook": "add.ipynb", "exercise": EXERCISE, **result}))
 
 
 def test_outputs_are_withheld_when_student_code_ran_unconfined():
-    from bertcourse.grading.feedback import render_feedback
+    from bertcourse.grading.batch.feedback import render_feedback
 
     notebook = Path(__file__).resolve().parents[1] / "fixtures" / "course" / "solutions" / EXERCISE / "add.ipynb"
     cells = [{"index": 1, "grade_id": "add", "status": "ok", "error": "", "output": "SECRET-FROM-THE-CHECKS"}]
@@ -166,7 +170,7 @@ def test_outputs_are_withheld_when_student_code_ran_unconfined():
 
 
 def test_student_markdown_cannot_script_or_load_anything():
-    from bertcourse.grading.feedback import _markdown, math_html
+    from bertcourse.grading.batch.feedback import _markdown, math_html
 
     rendered = _markdown('<img src=x onerror="alert(1)"> [a](javascript:alert(1)) ![p](https://example.org/p.png)'
                          " $\\href{javascript:alert(2)}{x}$ $x^2$")
@@ -186,10 +190,12 @@ def test_check_labels_and_bertcourse_grade_says_a_shared_reason_once():
     assert check_label("check_q1_loss_positions") == "Q1 loss positions"
     result = NotebookResult(notebook="add.ipynb", exercise=EXERCISE, checks=[
         CheckResult(f"test_part_{i}", "add_checks", 0.0, 1.0, False, f"hint {i}",
-                    "your code raised NotImplementedError") for i in range(12)]
-        + [CheckResult("test_other", "add_checks", 0.0, 1.0, False, "hint", "`add` is not defined")])
+                    "your code raised NotImplementedError in `add`") for i in range(12)]
+        + [CheckResult("test_other", "add_checks", 0.0, 1.0, False, "hint", "`add` is not defined")]
+        + [CheckResult(f"test_q{i}", "q1_checks", 0.0, 1.0, False, f"q hint {i}", "wrong answer") for i in range(2)])
     result.total()
     report = format_result(result)
-    assert report.count("your code raised NotImplementedError") == 1
-    assert "12 checks failed because: your code raised NotImplementedError" in report
-    assert "why:  `add` is not defined" in report and report.count("hint ") == 12
+    assert report.count("not written yet") == 1 and "TODO [add_checks] not written yet: `add` still" in report
+    assert "hint " not in report.replace("q hint", "")  # no hint about code that is not there
+    assert "why:  `add` is not defined" in report and report.count("q hint") == 2
+    assert "2 checks failed because: wrong answer" in report

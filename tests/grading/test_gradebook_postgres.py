@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from batch_support import EXERCISE, make_course, solution, submit, with_cells
 
-from bertcourse.grading.batch import BatchOptions, autograde
-from bertcourse.grading.gradebook import open_gradebook
+from bertcourse.grading.batch.autograde import BatchOptions, autograde
+from bertcourse.grading.batch.gradebook import open_gradebook
 
 
 def _server_binaries() -> Path | None:

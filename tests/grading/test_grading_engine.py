@@ -164,11 +164,11 @@ def test_magics_in_student_cells_work(grader, hashes, tmp_path):
 
 
 def test_testing_helper_runs_a_check_module_against_sources(grader):
-    from bertcourse.authoring.proofs import run_check_module, run_checks
+    from bertcourse.authoring.proofs import grade_source, run_check_module
 
     correct = "import torch\n" + CORRECT_ADD + "\n" + CORRECT_MASK + '\nanswer_q1 = "b"\n'
     assert set(run_check_module(CHECKS, correct, grader=grader).values()) == {True}
-    wrong = run_checks(CHECKS, {"imports": "import torch", "add": WRONG_ADD, "mask": OTHER_MASK}, grader=grader)
+    wrong = grade_source(CHECKS, {"imports": "import torch", "add": WRONG_ADD, "mask": OTHER_MASK}, grader=grader)
     assert wrong.failed_checks() == ["test_add_numbers", "test_add_tensors", "test_concept"]
 
 
@@ -189,18 +189,18 @@ def test_only_the_named_checks_run_and_count(grader, hashes, tmp_path):
 
 
 def test_course_side_problems_raise(grader, tmp_path):
-    from bertcourse.authoring.proofs import run_checks
+    from bertcourse.authoring.proofs import grade_source
     from bertcourse.errors import BertcourseError
     from bertcourse.grading import GradingError
 
     broken = tmp_path / "broken_checks.py"
     broken.write_text("import pytest\nimport no_such_module_anywhere\n")
     with pytest.raises(GradingError, match="no_such_module_anywhere"):
-        run_checks(broken, CORRECT_ADD, grader=grader)
+        grade_source(broken, CORRECT_ADD, grader=grader)
     unmarked = tmp_path / "unmarked_checks.py"
     unmarked.write_text("def test_forgot_the_marker(student):\n    assert student.call('add', 1, 1) == 2\n")
     with pytest.raises(GradingError, match="no @pytest.mark.check"):
-        run_checks(unmarked, CORRECT_ADD, grader=grader)
+        grade_source(unmarked, CORRECT_ADD, grader=grader)
     with pytest.raises(BertcourseError, match="unknown exercise"):
         grader.grade(SOURCE, "no-such-exercise")
     assert grader.grade(SOURCE, "toy").score == 5.0  # the judge is still in step afterwards
@@ -495,10 +495,10 @@ def test_checks_that_cannot_fail_void_the_grade(tmp_path, course):
         "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
         "def pytest_pyfunc_call(pyfuncitem):\n"
         "    outcome = yield\n    outcome.force_result(True)\n")
-    from bertcourse.authoring.proofs import run_checks
+    from bertcourse.authoring.proofs import grade_source
 
     with Grader(course) as grader:
-        result = run_checks(folder / "toy.py", STUB, grader=grader)
+        result = grade_source(folder / "toy.py", STUB, grader=grader)
     assert result.error and "canary" in result.error and result.score == 0.0
 
 
@@ -521,3 +521,32 @@ def test_grade_command(tmp_path, capsys, monkeypatch):
     assert main(["grade", str(SOURCE), "--exercise", "nope"]) == 2
     assert "unknown exercise 'nope'" in capsys.readouterr().err
     os.environ.pop("BERTCOURSE_ROOT", None)
+
+
+@pytest.mark.slow
+def test_grade_finds_the_course_from_the_notebook_takes_a_folder_and_writes_json(tmp_path, capsys, monkeypatch):
+    """Run from another folder on a notebook inside the checkout: the course is found above the notebook;
+    a folder holding one notebook grades that notebook; --json prints the NotebookResult as data."""
+    import shutil
+
+    from bertcourse.cli import main
+
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course)
+    folder = course / "work"
+    folder.mkdir()
+    (folder / "toy.ipynb").write_text((course / "solutions" / "toy" / "toy.ipynb").read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("BERTCOURSE_ROOT", raising=False)
+    assert main(["grade", str(folder), "--json"]) == 0
+    result = NotebookResult.from_dict(json.loads(capsys.readouterr().out))
+    assert result.exercise == "toy" and result.score == result.max_score == 5
+    assert all(check.detail == "" for check in result.checks)  # pytest's reports stay with the instructor
+    (folder / "second.ipynb").write_text("{}")
+    assert main(["grade", str(folder)]) == 2
+    assert "is a folder with 2 notebooks (second.ipynb, toy.ipynb)" in capsys.readouterr().err
+    assert main(["grade", str(folder / "toy.ipynb"), "--exercise", "nope"]) == 2
+    captured = capsys.readouterr()
+    assert "unknown exercise 'nope'" in captured.err and captured.out == ""  # said before anything is graded

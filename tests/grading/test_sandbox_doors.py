@@ -243,7 +243,7 @@ def test_without_namespaces_the_grade_says_so_or_is_refused(tmp_path, monkeypatc
 
 
 def test_a_password_on_the_command_line_gets_a_warning_and_a_file_or_the_environment_none(tmp_path):
-    from bertcourse.grading.batch import BatchError, resolve_db_url
+    from bertcourse.grading.batch.autograde import BatchError, resolve_db_url
 
     said: list[str] = []
     url = "postgresql://grader:pw-on-argv-1234@db.example/gradebook"
@@ -267,7 +267,7 @@ def test_a_password_on_the_command_line_gets_a_warning_and_a_file_or_the_environ
 
 
 def test_the_password_is_redacted_in_errors_and_reports(tmp_path, capsys):
-    from bertcourse.grading.gradebook import GradebookError, open_gradebook, redact
+    from bertcourse.grading.batch.gradebook import GradebookError, open_gradebook, redact
 
     url = "postgresql://grader:pw-in-a-report-1234@127.0.0.1:1/gradebook"
     assert redact(f"cannot reach {url}", url) == "cannot reach postgresql://grader:***@127.0.0.1:1/gradebook"

@@ -161,23 +161,23 @@ def mask_tokens(input_ids, special_tokens_mask, *, mask_token_id, vocab_size, sp
 
 
 @pytest.mark.slow
-def test_a_wrong_implementation_shows_every_failing_check_with_its_hint_and_fails_the_cell():
+def test_a_wrong_implementation_shows_every_failing_check_with_its_hint_and_run_all_goes_on(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     exercise = next(e for e in EXERCISES if e.id == "ex01-masking")
     notebook = release(exercise)
     (stub,) = [c for c in notebook.cells if grade_id(c) == "mask_tokens"]
     stub.source = WRONG_MASK_TOKENS
-    run_cells(notebook, ROOT / "exercises" / exercise.id, skip=self_grading, allow_errors=True)
+    run_cells(notebook, ROOT / "exercises" / exercise.id, skip=self_grading)  # no cell may stop Run All
     (cell,) = [c for c in notebook.cells if grade_id(c) == "mask_tokens_checks"]
     text = printed(cell)
-    failed = [line for line in text.splitlines() if line.startswith("\u2717")]
+    failed = [line for line in text.splitlines() if line.startswith("\u2717 ") and "checks failed" not in line]
     assert len(failed) >= 4, text  # every failing check reports, not only the first
     assert text.count("  hint: ") == len(failed), text
     assert "\u2713 input_ids is not modified" in text  # the checks after a failure still ran
-    (error,) = [o for o in cell.outputs if o.output_type == "error"]
-    assert error.ename == "CheckFailed" and f"{len(failed)} of " in error.evalue
-    assert not any("selfcheck" in line for line in error.traceback), error.traceback  # no traceback into our helper
+    assert f"{len(failed)} of " in text and "Run All goes on" in text, text
+    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
     later = [c for c in notebook.cells if grade_id(c) == "mlm_loss_checks"][0]
-    assert "not done yet" in printed(later)  # with allow_errors, the next part still reports on its own
+    assert "not done yet" in printed(later)  # the next part still ran and reports on its own
 
 
 # ----------------------------------------------------------------------------- keys and examples (issue 24)

@@ -1,6 +1,6 @@
 """Shared by the proofs of the exercises' hidden checks (tests/checks/test_checks_ex*.py).
 
-`run_checks` grades a source string with the real engine (worker, sandbox, judge) through
+`check_outcomes` grades a source string with the real engine (worker, sandbox, judge) through
 `bertcourse.authoring.proofs`, so a proof here is a proof of what a student's notebook would get.
 """
 
@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bertcourse.authoring.proofs import run_check_module, shared_grader
-from bertcourse.authoring.proofs import run_checks as run_notebook
+from bertcourse.authoring.proofs import grade_source, run_check_module, shared_grader
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS_DIR = ROOT / "autograder" / "checks"
@@ -70,7 +69,7 @@ def assert_points_add_up(check_module: str, notebook: str) -> None:
     assert per_cell == graded_cells(notebook)
 
 
-def run_checks(check_module: str, source: str, only: set[str] | None = None) -> dict[str, bool]:
+def check_outcomes(check_module: str, source: str, only: set[str] | None = None) -> dict[str, bool]:
     """{check name: passed} for `source` judged by `check_module` (a path relative to the course root)."""
     return run_check_module(ROOT / check_module, source, only=only)
 
@@ -78,7 +77,7 @@ def run_checks(check_module: str, source: str, only: set[str] | None = None) -> 
 
 def assert_passes_every_check(check_module: str, source: str, name: str) -> None:
     """A correct implementation must get every point, whatever order it draws its random numbers in."""
-    results = run_checks(check_module, source)
+    results = check_outcomes(check_module, source)
     failed = sorted(check for check, passed in results.items() if not passed)
     assert not failed, f"a correct implementation ({name}) fails {failed}"
 
@@ -87,7 +86,7 @@ def assert_caught(check_module: str, source: str, targeted: set[str], misconcept
                   must_pass: frozenset[str] = frozenset()) -> dict[str, bool]:
     """The checks aimed at a misconception must all fail an implementation that has it, and the checks in
     `must_pass` (properties it does not break) must pass it: other mistakes do not trip a check."""
-    results = run_checks(check_module, source, only=set(targeted) | set(must_pass))
+    results = check_outcomes(check_module, source, only=set(targeted) | set(must_pass))
     assert set(targeted) | set(must_pass) <= set(results), (set(targeted) | set(must_pass)) - set(results)
     still_passing = sorted(check for check in targeted if results[check])
     assert not still_passing, f"{misconception!r} passes {still_passing}"
@@ -116,7 +115,7 @@ def assert_every_check_targeted(check_module: str, wrong: dict[str, tuple], cell
 def assert_scores_zero(check_module: str, sources: dict[str, str], what: str) -> None:
     """A notebook that does not do the work (stubs returning their input, raising NotImplementedError, or
     returning well-formed nothing) must score exactly 0: no side condition pays for a stub."""
-    result = run_notebook(ROOT / check_module, sources)
+    result = grade_source(ROOT / check_module, sources)
     assert not result.error, result.error
     passed = sorted(check.name for check in result.checks if check.passed)
     assert not passed and result.score == 0, f"{what} scores {result.score}: {passed} pass"
@@ -163,7 +162,7 @@ def assert_contains_hidden_range(bounds: tuple[float, float], trials: int, p: fl
 
 def failure_message(check_module: str, source: str, check: str) -> str:
     """The student-facing reason `check` gives for `source`, which must fail it."""
-    result = run_notebook(ROOT / check_module, source, only={check})
+    result = grade_source(ROOT / check_module, source, only={check})
     assert check in result.failed_checks(), check
     return result.check(check).message
 

@@ -1,8 +1,8 @@
 """Prove hidden checks in the course's own tests: grade implementations given as source strings.
 
-    from bertcourse.authoring.proofs import run_checks, run_check_module
+    from bertcourse.authoring.proofs import grade_source, run_check_module
 
-    result = run_checks("autograder/checks/ex01_masking.py", WRONG_SOURCE)   # -> NotebookResult
+    result = grade_source("autograder/checks/ex01_masking.py", WRONG_SOURCE)   # -> NotebookResult
     assert "test_specials_never_masked" in result.failed_checks()
     assert run_check_module("autograder/checks/ex01_masking.py", CORRECT_SOURCE) == {name: True, ...}
 
@@ -59,7 +59,7 @@ def _cell(source: str, grade_id: str, solution: bool = False, grade: bool = Fals
             "metadata": {"nbgrader": meta}, "outputs": [], "source": source}
 
 
-def run_checks(checks: str | Path, sources: str | Mapping[str, str], *, course: Course | None = None,
+def grade_source(checks: str | Path, sources: str | Mapping[str, str], *, course: Course | None = None,
                time_limit_s: float = 300, check_time_limit_s: float = 60, memory_limit_mb: int = 4096,
                part_time_limit_s: float | None = None, grader: Grader | None = None,
                only: set[str] | None = None) -> NotebookResult:
@@ -84,7 +84,7 @@ def run_check_module(checks: str | Path, source: str | Mapping[str, str], only: 
                      **options) -> dict[str, bool]:
     """{check name: passed} for `source` judged by `checks` (all checks, or only those named in `only`,
     which are then the only ones run)."""
-    result = run_checks(checks, source, only=only, **options)
+    result = grade_source(checks, source, only=only, **options)
     if result.error:
         raise AssertionError(f"grading {checks} did not run: {result.error}")
     return {c.name: c.passed for c in result.checks}

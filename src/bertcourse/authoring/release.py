@@ -19,8 +19,8 @@ import nbformat
 
 from bertcourse.course import Course, Exercise, load_course
 from bertcourse.folders import content_files, is_artefact
+from bertcourse.grading.batch.gradebook import default_db_url, generate_assignment
 from bertcourse.grading.exercises import RELEASE_DIR
-from bertcourse.grading.gradebook import default_db_url, generate_assignment
 
 # Metadata Jupyter or Colab add when a notebook is opened or run; none of it belongs in a release.
 _VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled", "colab", "outputId")

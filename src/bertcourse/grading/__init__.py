@@ -1,8 +1,9 @@
 """Autograding that a submission cannot fool: student code runs in a sandboxed worker process, the
-hidden checks run in a separate judge process and see only data. See `engine` for the public API and
-for the map of the engine's modules; the batch front end (`bertcourse autograde`) is batch.py with
-layout.py, lanes.py, records.py, feedback.py and gradebook.py. The authoring tools (release, course
-check, check proofs) live apart, in `bertcourse.authoring`, and use this package, never the reverse.
+hidden checks run in a separate judge process and see only data. This folder is the engine (see
+`engine` for its public API and the map of its modules) and `bertcourse grade` (report.py); the batch
+front end, `bertcourse autograde`, lives in `batch/`. The authoring tools (release, validate, the
+proofs of the hidden checks) live apart, in `bertcourse.authoring`, and use this package, never the
+reverse.
 
 Names are imported lazily, so `import bertcourse.grading.<module>` (the zygote, the worker) does not
 pull in pytest or the engine.
@@ -16,8 +17,8 @@ from typing import Any
 _EXPORTS = {
     "Grader": "engine", "grade_notebook": "engine",
     "CheckInfo": "exercises", "GradingError": "exercises", "infer_exercise": "exercises",
-    "NotData": "student", "Student": "student", "StudentError": "student", "StudentMissing": "student",
-    "WorkerLost": "student",
+    "Diagnosis": "student", "NotData": "student", "Student": "student", "StudentError": "student",
+    "StudentMissing": "student", "WorkerLost": "student",
     "Remote": "protocol",
     "CellRecord": "results", "CheckResult": "results", "Note": "results", "NotebookResult": "results",
     "PartScore": "results",

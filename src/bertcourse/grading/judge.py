@@ -27,7 +27,7 @@ from _pytest.runner import runtestprotocol
 
 from bertcourse.grading.exercises import SHARED_CHECK_HELPERS
 from bertcourse.grading.protocol import Channel
-from bertcourse.grading.student import NotData, Student, StudentError, WorkerLost
+from bertcourse.grading.student import Diagnosis, NotData, Student, StudentError, WorkerLost
 
 CANARY_NAME = "check_bertcourse_canary"
 
@@ -164,7 +164,8 @@ def _result_of(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRepo
         message = "the check was skipped, so it counts as failed"
     elif not passed and call.excinfo is not None:
         message = _message(call.excinfo.value)
-    return {"name": item.name, "passed": passed, "message": message,
+    hint = call.excinfo.value.hint if call.excinfo is not None and isinstance(call.excinfo.value, Diagnosis) else ""
+    return {"name": item.name, "passed": passed, "message": message, "hint": _short(str(hint), 500),
             "detail": "" if passed else _short(report.longreprtext, 4000)}
 
 
@@ -172,6 +173,8 @@ def _message(exc: BaseException) -> str:
     """What a student may read: the reason, never the check's source or expected values."""
     if isinstance(exc, (StudentError, WorkerLost, NotData)):
         return str(exc)
+    if isinstance(exc, Diagnosis):
+        return "" if str(exc) == exc.hint else str(exc).split("\n", 1)[0].strip()  # the hint says it already
     if isinstance(exc, AssertionError):
         first = str(exc).split("\n", 1)[0].strip()
         return first if first and not first.startswith("assert ") else "the result is not what was expected"

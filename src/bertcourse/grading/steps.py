@@ -56,7 +56,7 @@ class Grading:
     started: float = field(default_factory=time.monotonic)
     only: frozenset[str] | None = None  # the checks to run and score (None: all of them)
     cells: NotebookCells | None = None  # set by read_submission
-    session: NotebookSession | None = None  # set by run_checks: the notebook's worker
+    session: NotebookSession | None = None  # set by run_hidden_checks: the notebook's worker
     nonce: str = ""  # what the canary check must fail with
     judge_report: dict[str, Any] = field(default_factory=dict)  # the judge's `done` message
 
@@ -101,7 +101,7 @@ def note_cell_changes(grading: Grading) -> None:
             result.add_note(kind, message, grade_id)
 
 
-def run_checks(grading: Grading) -> None:
+def run_hidden_checks(grading: Grading) -> None:
     """Run the hidden checks in the judge, relaying its requests to the notebook's worker."""
     assert grading.cells is not None
     helpers, ex = grading.helpers, grading.exercise
@@ -165,12 +165,13 @@ def score_checks(grading: Grading) -> None:
         ran = by_nodeid.get(info.nodeid)
         passed = bool(ran and ran.get("passed"))
         message = "" if passed else (ran or {}).get("message") or "the check did not run"
+        hint = (ran or {}).get("hint") or info.feedback  # a Diagnosis of what the code did, else the check's own
         result.checks.append(CheckResult(info.name, info.cell, info.points if passed else 0.0, info.points,
-                                         passed, info.feedback, message, (ran or {}).get("detail", "")))
+                                         passed, hint, message, (ran or {}).get("detail", "")))
     result.error = canary_problem(report.get("results", []), grading.nonce)
 
 
-GRADING_STEPS = (read_submission, identify_exercise, note_cell_changes, run_checks, score_checks)
+GRADING_STEPS = (read_submission, identify_exercise, note_cell_changes, run_hidden_checks, score_checks)
 
 
 # ----------------------------------------------------------------------------- around the steps

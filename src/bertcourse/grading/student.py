@@ -8,6 +8,7 @@ never objects or code. The exceptions here are what a check sees when the studen
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -19,10 +20,18 @@ class StudentError(Exception):
     """The student's code raised; the check fails with the student's exception type and message."""
 
     def __init__(self, type_name: str, message: str, student_traceback: str = ""):
-        super().__init__(f"your code raised {type_name}: {message}")
+        where = _raised_in(student_traceback) if type_name == "NotImplementedError" else ""
+        super().__init__(f"your code raised {type_name}" + (f" in `{where}`" if where else "")
+                         + (f": {message}" if message.strip() else ""))
         self.type_name = type_name
         self.student_message = message
         self.student_traceback = student_traceback
+
+
+def _raised_in(student_traceback: str) -> str:
+    """The function a traceback ends in ("" at a cell's top level): which unwritten stub was reached."""
+    names = re.findall(r", in (\S+)\n", student_traceback)
+    return names[-1] if names and not names[-1].startswith("<") else ""
 
 
 class StudentMissing(StudentError):
@@ -32,6 +41,16 @@ class StudentMissing(StudentError):
         Exception.__init__(self, f"`{name}` is not defined")
         self.type_name, self.student_message, self.student_traceback = "NameError", f"{name} is not defined", ""
         self.name = name
+
+
+class Diagnosis(AssertionError):
+    """A check's failure diagnosed from what the student's code did: `hint` replaces the check's own
+    feedback, which is written for the mistake the check targets, when the code made another one
+    (e.g. a biased pass@k failing the large-n check, whose feedback is about float overflow)."""
+
+    def __init__(self, hint: str, message: str = ""):
+        super().__init__(message or hint)
+        self.hint = hint
 
 
 class WorkerLost(Exception):

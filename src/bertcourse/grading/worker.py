@@ -101,11 +101,11 @@ class Worker:
             elif isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
                 status, error = "memory", "the cell ran out of memory (MemoryError)"
             elif exc is not None:
-                status, error = "error", f"{type(exc).__name__}: {_short(str(exc))}"
+                status, error = "error", _described(exc)
         except _OutOfTime:
             status, error = "timeout", f"the cell did not finish within {limit_s:g} s"
         except BaseException as exc:  # noqa: B036 - whatever the cell raises is the cell's failure
-            status, error = "error", f"{type(exc).__name__}: {_short(str(exc))}"
+            status, error = "error", _described(exc)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_handler)
@@ -298,6 +298,14 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     numpy.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def _described(exc: BaseException) -> str:
+    """`Type: message`, or the type alone (no dangling colon); nbgrader's bare stub says it is not written."""
+    message = _short(str(exc)).strip()
+    if not message and isinstance(exc, NotImplementedError):
+        message = "not written yet"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def _short(text: str, limit: int = 1000) -> str:

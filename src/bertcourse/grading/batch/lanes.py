@@ -8,7 +8,6 @@ in-process. Each process keeps its engine in `_lane_state`, started once and clo
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import multiprocessing
 import os
 import signal
@@ -23,30 +22,32 @@ from tqdm.auto import tqdm
 
 from bertcourse.course import Course, Exercise
 from bertcourse.errors import BertcourseError
+from bertcourse.grading.batch.feedback import FEEDBACK_MODE, warm_up, write_feedback
+from bertcourse.grading.batch.layout import Job
+from bertcourse.grading.batch.records import QUIET_NOTES, Record, empty_result, without_paths
 from bertcourse.grading.engine import Grader
-from bertcourse.grading.feedback import warm_up, write_feedback
-from bertcourse.grading.layout import Job
-from bertcourse.grading.records import QUIET_NOTES, Record, empty_result
+from bertcourse.grading.results import NotebookResult
 
-# What one lane grades: (course, job, {grade_id: points} of the exercise, submissions folder, feedback folder).
-Task = tuple[Course, Job, dict[str, float], Path, Path]
+# What one lane grades: (course, job, {grade_id: points} of the exercise, submissions folder, feedback folder,
+# the feedback pages' permissions).
+Task = tuple[Course, Job, dict[str, float], Path, Path, int]
 
 _lane_state: dict[str, Any] = {}  # this process's lane: its engine's Grader ("grader")
 
 
-def summarise(job: Job, result: dict[str, Any], cell_points: dict[str, float], seconds: float,
+def summarise(job: Job, result: NotebookResult, cell_points: dict[str, float], seconds: float,
               submissions: Path) -> Record:
     """A Record from the engine's result: per-part scores over the exercise's graded cells."""
     parts = {cell: 0.0 for cell in cell_points}
-    for cell, part in (result.get("parts") or {}).items():
+    for cell, part in result.parts.items():
         if cell in parts or not cell_points:
-            parts[cell] = float(part["score"]) if not result.get("error") else 0.0
+            parts[cell] = float(part.score) if not result.error else 0.0
     reasons = list(job.notes)
-    if result.get("error"):
-        reasons.append(result["error"])
-    reasons += [note["message"] for note in result.get("notes", []) if note.get("kind") not in QUIET_NOTES]
-    status = "missing" if job.problem else ("void" if result.get("error") else "graded")
-    part_max = dict(cell_points) or {c: float(p["max_score"]) for c, p in (result.get("parts") or {}).items()}
+    if result.error:
+        reasons.append(result.error)
+    reasons += [note.message for note in result.notes if note.kind not in QUIET_NOTES]
+    status = "missing" if job.problem else ("void" if result.error else "graded")
+    part_max = dict(cell_points) or {c: float(p.max_score) for c, p in result.parts.items()}
     return Record(
         student=job.student,
         exercise=job.exercise_id,
@@ -61,6 +62,7 @@ def summarise(job: Job, result: dict[str, Any], cell_points: dict[str, float], s
         reasons=reasons,
         result=result,
         seconds=round(seconds, 3),
+        submitted_at=job.submitted_at,
     )
 
 
@@ -108,7 +110,7 @@ def _end_lane(signum: int, frame: Any) -> None:
 
 
 def grade_job(course: Course, job: Job, cell_points: dict[str, float], submissions: Path,
-              feedback_root: Path) -> Record:
+              feedback_root: Path, feedback_mode: int = FEEDBACK_MODE) -> Record:
     """Grade one submission and write its feedback page; never raises for a bad submission."""
     start = time.monotonic()
     if job.problem:
@@ -116,27 +118,18 @@ def grade_job(course: Course, job: Job, cell_points: dict[str, float], submissio
     else:
         exercise = course.exercise(job.exercise_id)
         try:
-            result = _lane_grader(course).grade(job.notebook, exercise).to_dict()
+            result = _lane_grader(course).grade(job.notebook, exercise)
         except BertcourseError as exc:  # e.g. not a notebook: the engine says what is wrong
             result = empty_result(exercise, job.notebook_name, str(exc), cell_points)
         except Exception as exc:  # a bug in the grader must not stop the class's batch
             result = empty_result(exercise, job.notebook_name,
                                   f"the autograder failed on this submission ({type(exc).__name__}: {exc}); "
                                   "ask the instructor to look at it", cell_points)
-    result = _without_instructor_paths(result, job)
+    if job.notebook is not None:  # reasons name the submission by its file name, never the instructor's folders
+        result = without_paths(result, {str(job.notebook.resolve()), str(job.notebook)}, job.notebook.name)
     record = summarise(job, result, cell_points, time.monotonic() - start, submissions)
-    write_feedback(feedback_root / job.student / job.exercise_id, record, job.notebook)
+    write_feedback(feedback_root / job.student / job.exercise_id, record, job.notebook, feedback_mode)
     return record
-
-
-def _without_instructor_paths(result: dict, job: Job) -> dict:
-    """Reasons name the submission by its file name: the instructor's folders stay out of feedback pages."""
-    if job.notebook is None:
-        return result
-    text = json.dumps(result)
-    for path in {str(job.notebook.resolve()), str(job.notebook)}:
-        text = text.replace(json.dumps(path)[1:-1], job.notebook.name)
-    return json.loads(text)
 
 
 def exercise_or_stub(course: Course, job: Job) -> Exercise:
@@ -195,7 +188,7 @@ class GradingLanes:
         try:
             return future.result()
         except Exception as exc:  # the lane itself died: say so, and grade it again on the next run
-            course, job, cell_points, submissions, _ = task
+            course, job, cell_points, submissions, *_ = task
             result = empty_result(exercise_or_stub(course, job), job.notebook_name,
                                   f"the grading lane failed ({type(exc).__name__}: {exc})", cell_points)
             record = summarise(job, result, cell_points, 0.0, submissions)

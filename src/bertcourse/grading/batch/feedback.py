@@ -31,10 +31,12 @@ from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
 from bertcourse.folders import write_atomic
-from bertcourse.grading.records import Record
-from bertcourse.grading.report import check_label, shared_messages
+from bertcourse.grading.batch.records import Record
+from bertcourse.grading.report import check_label, not_written, shared_messages, unwritten_summary
+from bertcourse.grading.results import CellRecord
 
 FEEDBACK_NAME = "feedback.html"
+FEEDBACK_MODE = 0o644  # readable by everyone: pages are made to be shared (`--private-feedback`: 0600)
 OUTPUT_SHOW_CHARS = 2000  # of what a cell printed when graded (the worker keeps about as much)
 
 _CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'")
@@ -166,18 +168,17 @@ _STATUS = {"error": "raised an error", "timeout": "ran out of time", "crashed": 
            "memory": "ran out of memory", "skipped": "was not run"}
 
 
-def output_html(cell: dict[str, Any]) -> str:
+def output_html(cell: CellRecord) -> str:
     """What a code cell printed when it was graded (escaped, capped), and how it ended if not well."""
     parts = []
-    text = _ANSI.sub("", str(cell.get("output") or ""))
+    text = _ANSI.sub("", cell.output or "")
     if len(text) > OUTPUT_SHOW_CHARS:
         text = text[:OUTPUT_SHOW_CHARS] + "\n[... output cut]"
     if text.strip():
         parts.append(f'<div class="lbl">output when graded</div><pre>{_escape(text.rstrip())}</pre>')
-    status = cell.get("status", "ok")
-    if status != "ok":
-        error = f": {cell['error']}" if cell.get("error") else ""
-        parts.append(f'<div class="err">this cell {_STATUS.get(status, status)}{_escape(error)}</div>')
+    if cell.status != "ok":
+        error = f": {cell.error}" if cell.error else ""
+        parts.append(f'<div class="err">this cell {_STATUS.get(cell.status, cell.status)}{_escape(error)}</div>')
     return f'<div class="out">{"".join(parts)}</div>' if parts else ""
 
 
@@ -197,7 +198,7 @@ def _said_once(messages: list[str]) -> list[str]:
 
 
 def _unconfined(record: Record) -> bool:
-    return any(n.get("kind") == "sandbox-unavailable" for n in record.result.get("notes", []))
+    return bool(record.notes_of_kind({"sandbox-unavailable"}))
 
 
 def summary_html(record: Record) -> str:
@@ -220,26 +221,28 @@ def summary_html(record: Record) -> str:
 
 
 def part_html(record: Record, cell: str) -> str:
-    """The results box shown after one autograded cell."""
-    checks = [c for c in record.result.get("checks", []) if c.get("cell") == cell]
+    """The results box shown after one autograded cell; a part not written yet says so once."""
+    checks = [c for c in record.result.checks if c.cell == cell]
+    written = [c for c in checks if record.result.error or not not_written(c)]
     score, maximum = record.parts.get(cell, 0.0), record.part_max.get(cell, 0.0)
-    shared = shared_messages(c.get("message", "") for c in checks if not c.get("passed"))
+    shared = shared_messages(c.message for c in written if not c.passed)
     rows = []
-    for check in checks:
-        if check.get("passed"):
+    for check in written:
+        if check.passed:
             mark, text = '<span class="bc-pass">passed</span>', ""
         else:
             mark = '<span class="bc-fail">failed</span>'
-            text = _escape(check.get("feedback", ""))
-            if check.get("message") and check["message"] not in shared:
-                text += f"<br><i>{_escape(check['message'])}</i>"
-        rows.append(f"<tr><td>{_escape(check_label(str(check.get('name', ''))))}</td><td>{mark}</td>"
-                    f"<td class=pts>{check.get('points', 0):g} / {check.get('max_points', 0):g}</td>"
-                    f"<td>{text}</td></tr>")
+            text = _escape(check.feedback)
+            if check.message and check.message not in shared:
+                text += f"<br><i>{_escape(check.message)}</i>"
+        rows.append(f"<tr><td>{_escape(check_label(check.name))}</td><td>{mark}</td>"
+                    f"<td class=pts>{check.points:g} / {check.max_points:g}</td><td>{text}</td></tr>")
+    if len(written) < len(checks):
+        rows.append(f'<tr><td colspan=4><span class="bc-fail">{_escape(unwritten_summary(checks))}</span></td></tr>')
     if not checks:
         rows.append("<tr><td colspan=4>not graded: see the notes at the top of the page</td></tr>")
     why = "".join(f"<p>{n} checks failed because: <i>{_escape(message)}</i></p>" for message, n in shared.items())
-    notes = [n["message"] for n in record.result.get("notes", []) if n.get("cell") == cell]
+    notes = [n.message for n in record.result.notes if n.cell == cell]
     notes_html = "".join(f"<li>{_escape(n)}</li>" for n in _said_once(notes))
     return (
         f'<div class="bc-box {_box_class(score, maximum)}"><b>Autograder, part <code>{_escape(cell)}</code>: '
@@ -268,7 +271,7 @@ def _read(notebook: Path | None) -> Any:
     return nb
 
 
-def cell_html(cell: Any, graded: dict[str, Any] | None) -> str:
+def cell_html(cell: Any, graded: CellRecord | None) -> str:
     """One cell of the submission: markdown rendered, code highlighted with its graded output."""
     source = cell.get("source", "")
     source = "".join(source) if isinstance(source, list) else str(source)
@@ -282,7 +285,7 @@ def cell_html(cell: Any, graded: dict[str, Any] | None) -> str:
 def render_feedback(record: Record, notebook: Path | None) -> str:
     """The feedback page as HTML text (a summary alone when the notebook cannot be read)."""
     nb = _read(notebook)
-    graded = {} if _unconfined(record) else {c["index"]: c for c in record.result.get("cells", [])}
+    graded = {} if _unconfined(record) else {c.index: c for c in record.result.cells}
     body = [summary_html(record)]
     shown = set()
     for index, cell in enumerate(nb.cells if nb is not None else []):
@@ -305,10 +308,10 @@ def render_feedback(record: Record, notebook: Path | None) -> str:
     )
 
 
-def write_feedback(folder: Path, record: Record, notebook: Path | None) -> Path:
-    """Write the feedback page into `folder` (atomically); its path."""
+def write_feedback(folder: Path, record: Record, notebook: Path | None, mode: int = FEEDBACK_MODE) -> Path:
+    """Write the feedback page into `folder` (atomically, with permissions `mode`); its path."""
     path = folder / FEEDBACK_NAME
-    write_atomic(path, render_feedback(record, notebook))
+    write_atomic(path, render_feedback(record, notebook), mode=mode)
     return path
 
 

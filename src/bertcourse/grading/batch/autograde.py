@@ -20,7 +20,6 @@ kept there. SQLite keeps one grader.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -30,26 +29,27 @@ from typing import Any
 
 from bertcourse.course import Course, load_course
 from bertcourse.folders import write_atomic
-from bertcourse.grading.claims import DEFAULT_LEASE_S, Claims, shared
-from bertcourse.grading.exercises import exercise_cells
-from bertcourse.grading.feedback import feedback_exists, write_feedback
-from bertcourse.grading.gradebook import (
-    default_db_url,
+from bertcourse.grading.batch.claims import DEFAULT_LEASE_S, Claims, shared
+from bertcourse.grading.batch.class_report import REPORT_NAME, write_class_report
+from bertcourse.grading.batch.feedback import FEEDBACK_MODE, feedback_exists, write_feedback
+from bertcourse.grading.batch.gradebook import (
+    class_db_url,
     open_gradebook,
     record_grades,
     redact,
     register_exercises,
     url_password,
 )
-from bertcourse.grading.lanes import GradingLanes, close_lane
-from bertcourse.grading.layout import (
+from bertcourse.grading.batch.lanes import GradingLanes, close_lane
+from bertcourse.grading.batch.layout import (
     BatchError,
     exercise_fingerprint,
     find_submissions,
+    misplaced,
     submission_key,
-    submission_timestamp,
 )
-from bertcourse.grading.records import QUIET_NOTES, RESULT_NAME, Record, load_record, write_csv
+from bertcourse.grading.batch.records import QUIET_NOTES, RESULT_NAME, Record, load_record, write_csv
+from bertcourse.grading.exercises import exercise_cells
 
 __all__ = ["RESULT_NAME", "BatchError", "BatchOptions", "BatchSummary", "autograde", "autograde_command",
            "resolve_db_url"]
@@ -67,6 +67,7 @@ class BatchOptions:
     force: bool = False
     progress: bool = True
     lease_s: float = DEFAULT_LEASE_S  # PostgreSQL: how long a dead grader's claim blocks its submission
+    private_feedback: bool = False  # feedback pages readable by their owner only (0600), not by all (0644)
 
 
 @dataclass
@@ -101,9 +102,12 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
     if out == submissions or submissions in out.parents:
         raise BatchError(f"the output folder {out} is inside the submissions folder; submissions are never written to")
     results_root, feedback_root = out / "autograded", out / "feedback"
-    db_url = options.db_url or default_db_url(course)
-
+    mode = 0o600 if options.private_feedback else FEEDBACK_MODE
+    db_url = options.db_url or class_db_url(course, out)
     known = {e.id for e in course.exercises}
+    for problem in misplaced(submissions, known):
+        log(f"warning: not graded: {problem}")
+
     exercises = [course.exercise(i) for i in dict.fromkeys(j.exercise_id for j in jobs) if i in known]
     cells = {e.id: exercise_cells(course, e) for e in exercises}
     fingerprints = {e.id: exercise_fingerprint(course, e) for e in exercises}
@@ -121,7 +125,7 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
     log(f"{len(jobs)} submissions in {options.submissions}: {reused} already graded, {len(todo)} to grade "
         f"with {options.jobs} lane{'s' if options.jobs > 1 else ''}")
 
-    tasks = [(course, job, cells.get(job.exercise_id, {}), submissions, feedback_root) for job in todo]
+    tasks = [(course, job, cells.get(job.exercise_id, {}), submissions, feedback_root, mode) for job in todo]
     lanes = GradingLanes(course, tasks, options.jobs, options.progress)  # grading starts now, in parallel lanes
     try:
         register_exercises(course, exercises, db_url)
@@ -135,14 +139,13 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
                 records[f"{record.student}/{record.exercise}"] = record
                 if record.exercise in cells:
                     record_grades(gradebook, record.exercise, record.notebook, record.student, record.parts,
-                                  flagged=bool(record.reasons),
-                                  timestamp=submission_timestamp(submissions, record.student, record.exercise))
+                                  flagged=bool(record.reasons), timestamp=record.submitted_at or None)
 
             for record in list(records.values()):
                 finish(record, write_result=False)
                 if not feedback_exists(feedback_root / record.student / record.exercise):
                     job = next(j for j in jobs if j.label == f"{record.student}/{record.exercise}")
-                    write_feedback(feedback_root / record.student / record.exercise, record, job.notebook)
+                    write_feedback(feedback_root / record.student / record.exercise, record, job.notebook, mode)
             for record in lanes:
                 finish(record, write_result=True)
     except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: stop grading, leave nothing behind
@@ -153,11 +156,12 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
         lanes.close()
 
     ordered = [records[j.label] for j in jobs]
-    unconfined = {n["message"] for r in ordered for n in r.result.get("notes", []) if n.get("kind") in QUIET_NOTES}
+    unconfined = {message for record in ordered for message in record.notes_of_kind(QUIET_NOTES)}
     for message in sorted(unconfined):
         log(f"warning: {message}")
     csv_path = out / "grades.csv"
     write_csv(csv_path, ordered)
+    write_class_report(out, ordered)
     return BatchSummary(ordered, len(todo), reused, csv_path, feedback_root, db_url)
 
 
@@ -171,6 +175,7 @@ def _autograde_shared(course: Course, options: BatchOptions, jobs: list, exercis
     whole class is done (waiting for the others, and taking over the claims of any that died); its
     summary counts as reused what another grader (or an earlier run) recorded."""
     results_root, feedback_root = out / "autograded", out / "feedback"
+    mode = 0o600 if options.private_feedback else FEEDBACK_MODE
     by_label = {job.label: job for job in jobs}
     lanes = GradingLanes(course, [], options.jobs, options.progress,  # forks now, before any connection
                          exercise_ids=sorted({j.exercise_id for j in jobs if j.exercise_id in cells}))
@@ -192,7 +197,7 @@ def _autograde_shared(course: Course, options: BatchOptions, jobs: list, exercis
                 if label is None:
                     return None
                 job = by_label[label]
-                return (course, job, cells.get(job.exercise_id, {}), submissions, feedback_root)
+                return (course, job, cells.get(job.exercise_id, {}), submissions, feedback_root, mode)
 
             with open_gradebook(db_url) as gradebook:
                 for record in lanes.fed(feed):
@@ -204,8 +209,7 @@ def _autograde_shared(course: Course, options: BatchOptions, jobs: list, exercis
                         continue
                     if record.exercise in cells:
                         record_grades(gradebook, record.exercise, record.notebook, record.student, record.parts,
-                                      flagged=bool(record.reasons),
-                                      timestamp=submission_timestamp(submissions, record.student, record.exercise))
+                                      flagged=bool(record.reasons), timestamp=record.submitted_at or None)
                     graded_now += claims.finish(label, record.key, record.to_json())
             stored = claims.records()
     except BaseException:  # as in autograde: stop grading, leave nothing behind (the claims were handed back)
@@ -220,15 +224,16 @@ def _autograde_shared(course: Course, options: BatchOptions, jobs: list, exercis
         if job.label not in stored:  # another grader started the class over (--force) meanwhile
             log(f"warning: {job.label} is being graded again by another grader; it is not in this CSV")
             continue
-        record = Record(**json.loads(stored[job.label]))
+        record = Record.from_json(stored[job.label])
         ordered.append(record)
         if not feedback_exists(feedback_root / job.student / job.exercise_id):  # graded on another machine
-            write_feedback(feedback_root / job.student / job.exercise_id, record, job.notebook)
-    unconfined = {n["message"] for r in ordered for n in r.result.get("notes", []) if n.get("kind") in QUIET_NOTES}
+            write_feedback(feedback_root / job.student / job.exercise_id, record, job.notebook, mode)
+    unconfined = {message for record in ordered for message in record.notes_of_kind(QUIET_NOTES)}
     for message in sorted(unconfined):
         log(f"warning: {message}")
     csv_path = out / "grades.csv"
     write_csv(csv_path, ordered)
+    write_class_report(out, ordered)
     return BatchSummary(ordered, graded_now, len(ordered) - graded_now, csv_path, feedback_root, db_url)
 
 
@@ -269,6 +274,7 @@ def autograde_command(args: Any) -> int:
         exercise_ids=args.exercise_ids, jobs=args.jobs, db_url=db_url, force=args.force,
         progress=not args.no_progress,
         lease_s=DEFAULT_LEASE_S if getattr(args, "lease", None) is None else args.lease,
+        private_feedback=getattr(args, "private_feedback", False),
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -281,6 +287,7 @@ def autograde_command(args: Any) -> int:
     for record in summary.records:
         if record.status != "graded":
             print(f"  {record.student}/{record.exercise}: {record.status}: {'; '.join(record.reasons)}")
-    print(f"grades: {summary.csv_path}\nfeedback: {summary.feedback_dir}/<student>/<exercise>/feedback.html\n"
+    print(f"grades: {summary.csv_path}\nclass report: {summary.csv_path.parent / REPORT_NAME}.html (and .csv)\n"
+          f"feedback: {summary.feedback_dir}/<student>/<exercise>/feedback.html\n"
           f"gradebook: {redact(summary.db_url, summary.db_url)}")
     return 0

@@ -55,6 +55,16 @@ def default_db_url(course: Course) -> str:
     return str(load_nbgrader_config(course).CourseDirectory.db_url)
 
 
+def class_db_url(course: Course, out: Path) -> str:
+    """The gradebook of the class whose results go to `out`: the one nbgrader's configuration names when
+    it names one ($BERTCOURSE_DB_URL or an edited config), else `out/gradebook.db`, so that each class (each
+    submissions folder) keeps its own and a practice run never lands in the course's gradebook."""
+    configured = default_db_url(course)
+    if configured == "sqlite:///" + str(course.root / "gradebook.db"):  # the config's default: not a choice
+        return "sqlite:///" + str(Path(out).resolve() / "gradebook.db")
+    return configured
+
+
 def url_password(db_url: str) -> str | None:
     """The password a database URL carries, if any."""
     try:
