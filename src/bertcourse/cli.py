@@ -17,7 +17,7 @@ from bertcourse.errors import BertcourseError
 INSTRUCTOR_PACKAGES = frozenset({"nbgrader", "jupyterlab", "notebook", "alembic", "sqlalchemy"})
 
 
-def _runs(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+def _lazy_command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     """A handler that imports `module` only when the subcommand runs (torch and nbgrader load slowly)."""
 
     def handler(args: argparse.Namespace) -> int:
@@ -59,7 +59,7 @@ def _add_data(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_common_data_arguments(parser)
     parser.add_argument("--tokenizer", help="a hub tokenizer name (e.g. bert-base-uncased) instead of training one")
-    parser.set_defaults(handler=_runs("bertcourse.prepare_data", "data_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.prepare_data", "data_command"))
 
 
 def _add_release(subparsers: argparse._SubParsersAction) -> None:
@@ -72,7 +72,7 @@ def _add_release(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
     parser.add_argument("--db-url", help="gradebook database URL (default: from autograder/nbgrader_config.py)")
-    parser.set_defaults(handler=_runs("bertcourse.authoring.release", "release_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.authoring.release", "release_command"))
 
 
 def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
@@ -106,7 +106,7 @@ def _add_autograde(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--private-feedback", action="store_true",
                         help="write feedback pages readable by you only (0600; default: 0644, ready to share)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(handler=_runs("bertcourse.grading.batch.autograde", "autograde_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.grading.batch.autograde", "autograde_command"))
 
 
 def _add_validate(subparsers: argparse._SubParsersAction) -> None:
@@ -122,7 +122,7 @@ def _add_validate(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--only", action="append", metavar="ID", help="only this exercise or lesson (repeatable)")
     parser.add_argument("--skip-lessons", action="store_true", help="do not execute the lesson notebooks")
     parser.add_argument("--lesson-timeout", type=float, default=600, help="seconds per lesson cell (default: 600)")
-    parser.set_defaults(handler=_runs("bertcourse.authoring.validation", "validate_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.authoring.validation", "validate_command"))
 
 
 def _add_execute_lessons(subparsers: argparse._SubParsersAction) -> None:
@@ -139,7 +139,7 @@ def _add_execute_lessons(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", help="the local data folder (default: $BERTCOURSE_DATA, else the hub)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per cell (default: 1800)")
     parser.add_argument("--clear", action="store_true", help="remove the outputs and their records instead")
-    parser.set_defaults(handler=_runs("bertcourse.authoring.lesson_outputs", "execute_lessons_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.authoring.lesson_outputs", "execute_lessons_command"))
 
 
 def _add_grade(subparsers: argparse._SubParsersAction) -> None:
@@ -157,7 +157,7 @@ def _add_grade(subparsers: argparse._SubParsersAction) -> None:
                         help="exercise id from course.yml (default: inferred from the notebook's cells/path)")
     parser.add_argument("--json", action="store_true",
                         help="print the result as JSON (checks, parts, cells, notes, score) instead of the report")
-    parser.set_defaults(handler=_runs("bertcourse.grading.report", "grade_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.grading.report", "grade_command"))
 
 
 def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -193,7 +193,7 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA: faster)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.training.pretrain", "pretrain_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.training.pretrain", "pretrain_command"))
 
 
 def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
@@ -221,7 +221,7 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--max-steps", type=int, help="stop after this many steps (a quick try)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.training.finetune", "finetune_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.training.finetune", "finetune_command"))
 
 
 def _add_compare(subparsers: argparse._SubParsersAction) -> None:
@@ -245,7 +245,7 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
                         "all), hf:ORG/NAME or save_pretrained folders. Needs the hub or its cache; where neither has "
                         "them they are left out with one notice (default: none)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.training.compare", "compare_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.training.compare", "compare_command"))
 
 
 def _add_labels(subparsers: argparse._SubParsersAction) -> None:
@@ -274,7 +274,7 @@ def _add_labels(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--runs-dir", help="folder of the pretraining runs and of labels-PROFILE/ (default: "
                         "$BERTCOURSE_RUNS, else runs/ in the course folder)")
     _add_training_arguments(parser)
-    parser.set_defaults(handler=_runs("bertcourse.training.data_efficiency", "labels_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.training.data_efficiency", "labels_command"))
 
 
 def _add_evaluate(subparsers: argparse._SubParsersAction) -> None:
@@ -292,10 +292,10 @@ def _add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--text", action="append", metavar="SENTENCE",
                         help="a sentence to classify (repeatable)")
     parser.add_argument("--device", help="cpu, cuda, mps (default: the best available)")
-    parser.set_defaults(handler=_runs("bertcourse.training.evaluate", "evaluate_command"))
+    parser.set_defaults(handler=_lazy_command("bertcourse.training.evaluate", "evaluate_command"))
 
 
-# Each entry adds one subcommand. Later parts of the course add theirs here.
+# One entry per subcommand, in the order `bertcourse --help` lists them.
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
     _add_release,

@@ -122,7 +122,7 @@ def _legacy_precision(device: torch.device) -> str:
     return precision_name(autocast_dtype(device, "auto")) if device.type == "cuda" else "fp32"
 
 
-def _settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_steps: int, world_size: int) -> dict:
+def _resume_settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_steps: int, world_size: int) -> dict:
     """What must be identical between a run and the run that resumes it."""
     return {
         "arch": options.arch,
@@ -200,7 +200,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         if tokenizer is None:
             tokenizer = profile_tokenizer(options.profile, course, corpus)
     config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
-    settings = _settings(options, config, spec, max_steps, processes.world_size)
+    settings = _resume_settings(options, config, spec, max_steps, processes.world_size)
     if saved is not None:
         processes.check_resume(checkpoint_path, saved)
         check_compatible(checkpoint_path, {"precision": options.precision, **saved["settings"]}, settings)
