@@ -96,12 +96,20 @@ def test_lesson_3s_pretraining_is_what_lessons_4_and_6_reuse(tmp_path, monkeypat
     assert again.history["step"] == first.history["step"] and again.final_eval == first.final_eval
 
 
+def _unset_restored_after(monkeypatch, *names: str) -> None:
+    """Unset `names` for the test and restore them after it, even where they were unset before: the code under
+    test sets them in os.environ, and monkeypatch only restores a variable it has seen (delenv of an absent
+    one records nothing, so a later test would find this test's folders)."""
+    for name in names:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
 def test_keep_artefacts_in_points_runs_and_cache_at_a_folder(tmp_path, monkeypatch):
     from bertcourse.folders import CACHE_ENV, cache_dir
     from bertcourse.notebook import keep_artefacts_in
 
-    monkeypatch.delenv(RUNS_ENV, raising=False)
-    monkeypatch.delenv(CACHE_ENV, raising=False)
+    _unset_restored_after(monkeypatch, RUNS_ENV, CACHE_ENV)
     chosen = keep_artefacts_in(tmp_path / "keep")
     assert runs_dir() == chosen[RUNS_ENV] == tmp_path / "keep" / "runs" and chosen[RUNS_ENV].is_dir()
     assert cache_dir() == chosen[CACHE_ENV] == tmp_path / "keep" / "cache"
@@ -111,8 +119,7 @@ def test_use_drive_mounts_drive_only_in_colab_and_only_when_called(tmp_path, mon
     from bertcourse.folders import CACHE_ENV
     from bertcourse.notebook import use_drive
 
-    monkeypatch.delenv(RUNS_ENV, raising=False)
-    monkeypatch.delenv(CACHE_ENV, raising=False)
+    _unset_restored_after(monkeypatch, RUNS_ENV, CACHE_ENV)
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     with pytest.raises(RuntimeError, match="BERTCOURSE_RUNS"):
         use_drive()

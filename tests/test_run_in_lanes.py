@@ -19,9 +19,17 @@ def test_counts_reads_the_closing_line():
 
 
 def test_lanes_cover_every_test_folder_once():
-    """The grading lane's folders are exactly the ones the other lane ignores; every other folder of tests/
+    """The first lane's folders are exactly the ones the other lane ignores; every other folder of tests/
     is in the second lane (it runs `tests` itself)."""
-    grading, rest = lanes.LANES.values()
+    first, rest = lanes.LANES.values()
     assert rest[0] == "tests"
-    assert sorted(arg.removeprefix("--ignore=") for arg in rest[1:]) == sorted(grading)
-    assert all((ROOT / folder).is_dir() for folder in grading)
+    assert sorted(arg.removeprefix("--ignore=") for arg in rest[1:]) == sorted(first)
+    assert all((ROOT / folder).is_dir() for folder in first)
+
+
+def test_no_test_of_the_first_lane_executes_a_lesson():
+    """Lessons are executed once per process (tests/support/lesson_support.py): only the second lane may."""
+    first, _ = lanes.LANES.values()
+    executing = [str(path.relative_to(ROOT)) for folder in first for path in (ROOT / folder).rglob("test_*.py")
+                 if "executed_lesson" in path.read_text() or "executed_again" in path.read_text()]
+    assert not executing, executing

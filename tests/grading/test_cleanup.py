@@ -105,9 +105,12 @@ def test_a_stopped_batch_leaves_nothing(scratch, tmp_path, signum):
     for student in ("s1", "s2", "s3"):
         submit(submitted, student, slow)
     env = {**os.environ, "BERTCOURSE_ROOT": str(course.root), "TMPDIR": str(scratch)}
+    # As a terminal's Ctrl-C finds it: SIGINT handled, even where this test runs as a background job (whose
+    # children inherit SIGINT ignored)
     proc = subprocess.Popen([sys.executable, "-m", "bertcourse.cli", "autograde", "submitted", "--jobs", "2",
                              "--no-progress"], env=env, cwd=course.root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # Both lanes are grading (a worker folder exists in each lane's grader folder).
         assert wait_for(lambda: len(list(scratch.glob("bertcourse-grader-*/worker-*"))) >= 2), leftovers(scratch)
