@@ -133,3 +133,21 @@ def test_use_drive_mounts_drive_only_in_colab_and_only_when_called(tmp_path, mon
     chosen = use_drive(mount_point=str(tmp_path / "drive"))
     assert mounted == [str(tmp_path / "drive")]
     assert chosen[RUNS_ENV] == tmp_path / "drive" / "MyDrive" / "bertcourse" / "runs" == runs_dir()
+
+
+def test_read_results_names_the_file_and_the_command_that_writes_it(tmp_path):
+    from bertcourse.folders import read_results, write_atomic
+
+    class Refused(Exception):
+        pass
+
+    write_atomic(tmp_path / "results.json", '{"format": "labels/1", "rows": []}')
+    assert read_results(tmp_path, "labels/1", "labels", Refused) == {"format": "labels/1", "rows": []}
+    assert read_results(tmp_path / "results.json", "labels/1", "labels", Refused)["rows"] == []
+    with pytest.raises(Refused, match=r"results\.json: not the results of `bertcourse compare`"):
+        read_results(tmp_path, "compare/2", "compare", Refused)
+    with pytest.raises(Refused, match=r"missing.*no readable results.*run `bertcourse labels` first"):
+        read_results(tmp_path / "missing", "labels/1", "labels", Refused)
+    (tmp_path / "results.json").write_text("{half")
+    with pytest.raises(Refused, match="JSONDecodeError"):
+        read_results(tmp_path, "labels/1", "labels", Refused)

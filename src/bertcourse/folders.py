@@ -11,9 +11,11 @@ listings all skip them by asking `is_artefact`.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 _ARTEFACT_NAMES = frozenset({"__pycache__", "Thumbs.db", "desktop.ini"})
 CACHE_ENV = "BERTCOURSE_CACHE"
@@ -61,3 +63,19 @@ def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_results(folder: str | Path, format_tag: str, command: str, error: type[Exception]) -> dict[str, Any]:
+    """results.json written by `bertcourse COMMAND` (`folder` or the file itself), checked to be one: its
+    "format" is `format_tag`. Anything else raises `error` naming the file and the command that writes it."""
+    path = Path(folder)
+    if path.is_dir():
+        path = path / "results.json"
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise error(f"{path}: no readable results ({type(exc).__name__}: {exc}); run `bertcourse {command}` "
+                    "first") from exc
+    if not isinstance(results, dict) or results.get("format") != format_tag:
+        raise error(f"{path}: not the results of `bertcourse {command}` (format {format_tag!r})")
+    return results

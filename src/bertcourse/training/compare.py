@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import read_results
 from bertcourse.run_folders import finetuning_folder, pretraining_folder
 from bertcourse.run_folders import runs_dir as default_runs_dir
 from bertcourse.training.compare_report import (
@@ -564,17 +565,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
 
 def load_results(folder: str | Path) -> dict[str, Any]:
     """results.json of a finished compare (`folder` or the file itself), checked to be one."""
-    path = Path(folder)
-    if path.is_dir():
-        path = path / "results.json"
-    try:
-        results = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise CompareError(f"{path}: no readable compare results ({type(exc).__name__}: {exc}); run "
-                           "`bertcourse compare` first") from exc
-    if not isinstance(results, dict) or results.get("format") != COMPARE_FORMAT:
-        raise CompareError(f"{path}: not the results of `bertcourse compare` (format {COMPARE_FORMAT!r})")
-    return results
+    return read_results(folder, COMPARE_FORMAT, "compare", CompareError)
 
 
 def compare_command(args: Any) -> int:

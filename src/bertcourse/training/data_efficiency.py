@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import read_results
 from bertcourse.run_folders import pretraining_folder, run_folder
 from bertcourse.run_folders import runs_dir as default_runs_dir
 
@@ -513,17 +514,7 @@ def _tokenizer_digest(tokenizer: Any) -> str:
 
 def load_results(folder: str | Path) -> dict[str, Any]:
     """results.json of a finished `bertcourse labels` (its folder or the file), checked to be one."""
-    path = Path(folder)
-    if path.is_dir():
-        path = path / "results.json"
-    try:
-        results = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise LabelCurveError(f"{path}: no readable results ({type(exc).__name__}: {exc}); run `bertcourse labels` "
-                              "first") from exc
-    if not isinstance(results, dict) or results.get("format") != LABELS_FORMAT:
-        raise LabelCurveError(f"{path}: not the results of `bertcourse labels` (format {LABELS_FORMAT!r})")
-    return results
+    return read_results(folder, LABELS_FORMAT, "labels", LabelCurveError)
 
 
 def labels_command(args: Any) -> int:
