@@ -41,13 +41,9 @@ def test_exercises_and_solutions_are_committed_without_outputs(path):
 # Lessons committed without outputs so far. Told explicitly, lesson by lesson: every other lesson must carry
 # the outputs of a run with its provenance (`bertcourse execute-lessons`, README "Lesson outputs"). Take a
 # lesson out of this set when its outputs are committed; a lesson left here that has outputs fails.
-NOT_EXECUTED_YET = {
-    "lessons/00_data_and_tokenizer.ipynb",
-    "lessons/01_masked_language_modelling.ipynb",
-    "lessons/02_whole_word_masking.ipynb",
+NOT_EXECUTED_YET = {  # lesson 3's pretraining and lesson 4's compare on `cpu` take hours here: not run yet
     "lessons/03_tiny_bert_from_scratch.ipynb",
     "lessons/04_finetuning.ipynb",
-    "lessons/05_evaluation_design.ipynb",
     "lessons/06_after_bert.ipynb",
 }
 
