@@ -217,15 +217,16 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
     from bertcourse.classifier import trainable_parameters
     from bertcourse.masking import pad_batch
     from bertcourse.training.devices import autocast_dtype
+    from bertcourse.training.loop import TrainStep
     from bertcourse.training.optim import adamw, linear_schedule
 
     train_ids, train_labels = train
     planned = min(recipe.max_epochs * math.ceil(len(train_ids) / batch_size), steps_cap)
     check_every = max(1, math.ceil(planned / recipe.evaluations))
-    optimizer = adamw(model, learning_rate, weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(planned, max(1, int(warmup_fraction
-                                                                                             * planned))))
-    dtype = autocast_dtype(device, precision)
+    # the course's one training step: autocast, fp16 loss scaling, clipping after unscaling, the schedule
+    train_step = TrainStep(adamw(model, learning_rate, weight_decay), [p for _, p in trainable_parameters(model)],
+                           device=device, dtype=autocast_dtype(device, precision), grad_clip=1.0,
+                           schedule=linear_schedule(planned, max(1, int(warmup_fraction * planned))))
     generator = torch.Generator().manual_seed(seed)
     curve: dict[str, list] = {"step": [], "dev_accuracy": [], "dev_loss": []}
     best: tuple[float, float] | None = None
@@ -237,13 +238,10 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
             index = order[start : start + batch_size]
             ids, attention = pad_batch([train_ids[i] for i in index], 0)
             model.train()
-            with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            with train_step.autocast():
                 loss = model(ids.to(device), attention.to(device), labels=train_labels[index].to(device)).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in trainable_parameters(model)], 1.0)
-            optimizer.step()
-            schedule.step()
+            train_step.backward(loss)
+            train_step.step()
             step += 1
             bar.update(1)
             if step % check_every == 0 or step == planned:
