@@ -156,12 +156,7 @@ def autograde(course: Course, options: BatchOptions, log: Callable[[str], None] 
         lanes.close()
 
     ordered = [records[j.label] for j in jobs]
-    unconfined = {message for record in ordered for message in record.notes_of_kind(QUIET_NOTES)}
-    for message in sorted(unconfined):
-        log(f"warning: {message}")
-    csv_path = out / "grades.csv"
-    write_csv(csv_path, ordered)
-    write_class_report(out, ordered)
+    csv_path = _write_class_files(out, ordered, log)
     return BatchSummary(ordered, len(todo), reused, csv_path, feedback_root, db_url)
 
 
@@ -228,13 +223,20 @@ def _autograde_shared(course: Course, options: BatchOptions, jobs: list, exercis
         ordered.append(record)
         if not feedback_exists(feedback_root / job.student / job.exercise_id):  # graded on another machine
             write_feedback(feedback_root / job.student / job.exercise_id, record, job.notebook, mode)
+    csv_path = _write_class_files(out, ordered, log)
+    return BatchSummary(ordered, graded_now, len(ordered) - graded_now, csv_path, feedback_root, db_url)
+
+
+def _write_class_files(out: Path, ordered: list[Record], log: Callable[[str], None]) -> Path:
+    """What both ways of grading a class end with: warnings about unconfined grading, grades.csv and the class
+    report beside it. Returns the CSV's path."""
     unconfined = {message for record in ordered for message in record.notes_of_kind(QUIET_NOTES)}
     for message in sorted(unconfined):
         log(f"warning: {message}")
     csv_path = out / "grades.csv"
     write_csv(csv_path, ordered)
     write_class_report(out, ordered)
-    return BatchSummary(ordered, graded_now, len(ordered) - graded_now, csv_path, feedback_root, db_url)
+    return csv_path
 
 
 def resolve_db_url(db_url: str | None, db_url_file: str | None, log: Callable[[str], None] = print) -> str | None:
