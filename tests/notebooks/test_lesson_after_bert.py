@@ -1,7 +1,8 @@
-"""Lesson 6 (what came after BERT) takes its code from the package and its sizes from course.yml, and what
-it prints agrees with what it claims: the bag-of-words shortcut beats chance on NSP and does better there
-than on SOP, the three attention masks have UniLM's shapes and reach, every verdict follows from the
-numbers printed next to it, and T5's sentinels are in order."""
+"""Lessons 6 and 7 (what came after BERT: pretraining objectives; smaller models, generation and modern
+encoders) take their code from the package and their sizes from course.yml, and what they print agrees with
+what they claim: the bag-of-words shortcut beats chance on NSP and does better there than on SOP, the three
+attention masks have UniLM's shapes and reach, every verdict follows from the numbers printed next to it,
+and T5's sentinels are in order."""
 
 from __future__ import annotations
 
@@ -14,35 +15,50 @@ from lesson_support import ROOT, executed_lesson, printed_text
 
 from bertcourse.course import load_course
 
-LESSON_ID = "lesson06-after-bert"
-LESSON = next(lesson for lesson in load_course(ROOT).lessons if lesson.id == LESSON_ID)
+SIZES_ID = "lesson06-after-bert"  # lesson 7 trains lesson 6's runs with lesson 6's sizes (course.yml)
+LESSONS = {lesson.id: lesson for lesson in load_course(ROOT).lessons}
+SIX, SEVEN = "lesson06-after-bert", "lesson07-after-bert-models"
+# What each lesson imports from bertcourse.after_bert, and the sizes of course.yml it reads itself
+USES = {SIX: (("runner", "pair_shortcut", "sentence_pairs", "span_corruption", "replaced_tokens"), ("shortcut_pairs",)),
+        SEVEN: (("runner", "variant_report", "distillation", "encoder_generation", "variants"), ("distil_steps",))}
 
 
-def cells(kind: str) -> str:
-    notebook = nbformat.read(ROOT / LESSON.notebook, as_version=4)
+def cells(lesson_id: str, kind: str) -> str:
+    notebook = nbformat.read(ROOT / LESSONS[lesson_id].notebook, as_version=4)
     return "\n".join(cell.source for cell in notebook.cells if cell.cell_type == kind)
 
 
-def test_lesson_6_imports_its_code_and_reads_its_sizes_from_course_yml():
-    code = cells("code")
-    assert f'spec.sizes("{LESSON_ID}")' in code
-    for name in load_course(ROOT).profile("cpu").sizes(LESSON_ID):
-        if name not in ("training_steps", "probe_rows", "heldout_pairs"):  # read by run_variant itself
-            assert f'SIZES["{name}"]' in code, f"lesson 6 does not use course.yml's {name}"
-    for module in ("runner", "pair_shortcut", "distillation", "encoder_generation", "sentence_pairs",
-                   "span_corruption", "replaced_tokens", "variants"):
-        assert f"from bertcourse.after_bert.{module} import" in code, module
+@pytest.mark.parametrize("lesson_id", [SIX, SEVEN])
+def test_lessons_6_and_7_import_their_code_and_read_their_sizes_from_course_yml(lesson_id):
+    code = cells(lesson_id, "code")
+    assert f'spec.sizes("{SIZES_ID}")' in code
+    modules, sizes = USES[lesson_id]
+    for name in sizes:
+        assert f'SIZES["{name}"]' in code, f"{lesson_id} does not use course.yml's {name}"
+    for module in modules:
+        assert f"from bertcourse.after_bert.{module} import" in code, (lesson_id, module)
     for own_loop in ("optim.", ".backward()", "clip_grad_norm_", "lr_scheduler", "LogisticRegression(",
                      "def mask_predict", "def distillation_loss", "def nsp_pairs", "def t5_span_corrupt"):
-        assert own_loop not in code, f"lesson 6 copies package code ({own_loop})"
+        assert own_loop not in code, f"{lesson_id} copies package code ({own_loop})"
 
 
-def test_lesson_6_types_no_measured_cpu_figure_into_its_prose():
+def test_every_size_of_the_after_bert_lessons_is_read_by_one_of_them():
+    read = {name for _, sizes in USES.values() for name in sizes} | {"training_steps", "probe_rows", "heldout_pairs"}
+    assert read == set(load_course(ROOT).profile("cpu").sizes(SIZES_ID))  # the last three: run_variant's own
+
+
+def test_the_distillation_demo_autocasts_as_the_runs_do():
+    """Issue 22: the students trained in fp32 on a GPU while every other cell autocast (`devices.autocast_dtype`)."""
+    assert re.search(r"distil\(student[^)]*dtype=autocast_dtype\(device\)", cells(SEVEN, "code"))
+
+
+@pytest.mark.parametrize("lesson_id", [SIX, SEVEN])
+def test_lessons_6_and_7_type_no_measured_cpu_figure_into_their_prose(lesson_id):
     """The cpu figures are printed from the committed JSON at run time, never written into the text."""
     path = ROOT / "benchmarks" / "results" / "after_bert_cpu.json"
     if not path.is_file():
         pytest.skip("benchmarks/results/after_bert_cpu.json is not committed yet")
-    text = cells("markdown")
+    text = cells(lesson_id, "markdown")
     for result in json.loads(path.read_text())["results"]:
         for pooling in ("cls", "mean"):
             accuracy = result["probe"][pooling]["accuracy"]
@@ -52,7 +68,9 @@ def test_lesson_6_types_no_measured_cpu_figure_into_its_prose():
 
 @pytest.fixture(scope="module")
 def printed(data_dir):
-    return printed_text(executed_lesson(LESSON.notebook, data_dir))
+    """What each lesson printed, lesson 6 first: lesson 7 reads its masked-LM run back from runs/."""
+    return {lesson_id: printed_text(executed_lesson(LESSONS[lesson_id].notebook, data_dir))
+            for lesson_id in (SIX, SEVEN)}
 
 
 SCORE = r"([\d.]+) \[([\d.]+), ([\d.]+)\]"
@@ -60,21 +78,23 @@ SCORE = r"([\d.]+) \[([\d.]+), ([\d.]+)\]"
 
 @pytest.mark.slow
 def test_the_shortcut_solves_more_of_nsp_than_of_sop(printed):
+    six = printed[SIX]
     found = {task: tuple(map(float, re.search(rf"{task}: bag-of-words shortcut accuracy ([\d.]+) \(95% interval "
-                                              r"([\d.]+)-([\d.]+)\)", printed).groups())) for task in ("NSP", "SOP")}
+                                              r"([\d.]+)-([\d.]+)\)", six).groups())) for task in ("NSP", "SOP")}
     (nsp, nsp_low, _), (sop, _, sop_high) = found["NSP"], found["SOP"]
     assert nsp_low > 0.55 and nsp > sop
     expected = "better on NSP than on SOP, beyond the noise" if nsp_low > sop_high else "not clearly better"
-    assert f"this run: the shortcut is {expected}" in printed
+    assert f"this run: the shortcut is {expected}" in six
 
 
 @pytest.mark.slow
 def test_the_three_masks_have_unilms_shapes_and_reach(printed):
-    assert "bidirectional (BERT): shape (8, 8), 64 of 64 query-key pairs allowed" in printed
-    assert "causal (GPT): shape (8, 8), 36 of 64 query-key pairs allowed" in printed
-    assert "prefix of 4 (UniLM seq2seq): shape (8, 8), 42 of 64 query-key pairs allowed" in printed  # 4 x 8 + 10
+    seven = printed[SEVEN]
+    assert "bidirectional (BERT): shape (8, 8), 64 of 64 query-key pairs allowed" in seven
+    assert "causal (GPT): shape (8, 8), 36 of 64 query-key pairs allowed" in seven
+    assert "prefix of 4 (UniLM seq2seq): shape (8, 8), 42 of 64 query-key pairs allowed" in seven  # 4 x 8 + 10
     reach = re.findall(r"^(bidirectional|causal|prefix of (\d+))\s+token (\d+) changed -> states that change: "
-                       r"\[([\d, ]+)\]$", printed, re.M)
+                       r"\[([\d, ]+)\]$", seven, re.M)
     assert len(reach) == 6
     length = max(int(i) for *_, changed in reach for i in changed.split(",")) + 1
     for name, prefix, token, changed in reach:
@@ -87,9 +107,10 @@ def test_the_three_masks_have_unilms_shapes_and_reach(printed):
 
 @pytest.mark.slow
 def test_every_verdict_follows_from_the_intervals_printed_with_it(printed):
-    lines = re.findall(rf"^  (.+?): (\S+) {SCORE}, (\S+) {SCORE}: (.+)$", printed, re.M)
-    assert len(lines) >= 10  # NSP, SOP, ELECTRA, ALBERT x 2, RoPE: this run's at least
-    for measure, a, x, x_low, x_high, b, y, y_low, y_high, said in lines:
+    six = re.findall(rf"^  (.+?): (\S+) {SCORE}, (\S+) {SCORE}: (.+)$", printed[SIX], re.M)
+    seven = re.findall(rf"^  (.+?): (\S+) {SCORE}, (\S+) {SCORE}: (.+)$", printed[SEVEN], re.M)
+    assert len(six) >= 8 and len(seven) >= 6  # this run's: NSP, SOP x 3 measures, ELECTRA x 2; ALBERT x 2 x 2, RoPE x 2
+    for measure, a, x, x_low, x_high, b, y, y_low, y_high, said in six + seven:
         x_low, x_high, y_low, y_high = map(float, (x_low, x_high, y_low, y_high))
         assert x_low <= float(x) <= x_high and y_low <= float(y) <= y_high
         if "loss" in measure:  # the masked-LM verdict reads the loss: lower is ahead
@@ -98,12 +119,12 @@ def test_every_verdict_follows_from_the_intervals_printed_with_it(printed):
                     else "cannot tell the two apart")
         assert said == expected, (a, b, said)
     diff, half, said = re.search(r"causal minus bidirectional, paired over the same [\d,]+ targets: ([+-][\d.]+) "
-                                 r"\+- ([\d.]+); this run: (.+)", printed).groups()
+                                 r"\+- ([\d.]+); this run: (.+)", printed[SEVEN]).groups()
     diff, half = float(diff), float(half)
     assert said == ("cannot tell the two apart" if abs(diff) <= half else
                     "the causal mask costs accuracy" if diff < 0 else "the causal mask gains accuracy")
     diff, half, said = re.search(r"distilled minus hard-label, paired over the same [\d,]+ targets: ([+-][\d.]+) "
-                                 r"\+- ([\d.]+); this run: (.+)", printed).groups()
+                                 r"\+- ([\d.]+); this run: (.+)", printed[SEVEN]).groups()
     diff, half = float(diff), float(half)
     assert said == ("cannot tell the two apart" if abs(diff) <= half else
                     "the distilled student is ahead" if diff > 0 else "the hard-label student is ahead")
@@ -111,11 +132,12 @@ def test_every_verdict_follows_from_the_intervals_printed_with_it(printed):
 
 @pytest.mark.slow
 def test_t5_sentinels_and_mask_predict_rounds_are_as_described(printed):
-    inputs = re.search(r"^T5 input: +(.+)$", printed, re.M).group(1).split()
-    targets = re.search(r"^T5 target: +(.+)$", printed, re.M).group(1).split()
+    six, seven = printed[SIX], printed[SEVEN]
+    inputs = re.search(r"^T5 input: +(.+)$", six, re.M).group(1).split()
+    targets = re.search(r"^T5 target: +(.+)$", six, re.M).group(1).split()
     used = [t for t in inputs if t.startswith("<extra_id_")]
     assert used == [f"<extra_id_{k}>" for k in range(len(used))] and used  # in order, one per span
     assert [t for t in targets if t.startswith("<extra_id_")] == [f"<extra_id_{k}>" for k in range(len(used) + 1)]
     assert targets[0] == "<extra_id_0>" and targets[-1] == f"<extra_id_{len(used)}>"
-    rounds = [int(n) for n in re.findall(r"^round \d: (\d+) predicted:", printed, re.M)]
+    rounds = [int(n) for n in re.findall(r"^round \d: (\d+) predicted:", seven, re.M)]
     assert rounds == [8, 6, 4, 2]  # N (T - t + 1) / T for N = 8, T = 4

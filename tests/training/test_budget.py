@@ -64,12 +64,13 @@ def test_minutes_follow_the_counted_flops_at_the_assumed_rate():
 
 
 @pytest.mark.slow  # counts steps of the gpu profile's models on the CPU (minutes on a loaded 2-core machine)
-@pytest.mark.parametrize("lesson", ["lesson02-wwm", "lesson03-tiny-bert", "lesson04-finetuning", "lesson06-after-bert"])
+@pytest.mark.parametrize("lesson", ["lesson02-wwm", "lesson03-tiny-bert", "lesson04-finetuning", "lesson06-after-bert",
+                                    "lesson07-after-bert-models"])
 def test_every_lesson_fits_one_session_on_the_gpu_profile_even_without_reuse(lesson, capsys):
     total = print_budget(lesson, "gpu")
     shown = capsys.readouterr().out
     assert "ESTIMATED" in shown and "20%" in shown and f"{total:.1f} min in all" in shown
     assert 0 < total <= SESSION_MINUTES, shown
-    if lesson in ("lesson04-finetuning", "lesson06-after-bert"):
+    if lesson in ("lesson04-finetuning", "lesson07-after-bert-models"):
         reused = sum(i.minutes() for i in lesson_plan(lesson, "gpu", pretraining_reused=True))
         assert reused < total - 20, "reusing lesson 3's pretraining saves its half hour"

@@ -145,8 +145,14 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
                 Item(f"pretraining the GPT, {steps:,} steps", gpu_flops=steps * gpt_step),
                 Item(f"fine-tuning: 2 models x 3 regimes x 2 inits x {tune.seeds} seeds, {tune.epochs} epoch(s) of "
                      f"{rows:,} rows", gpu_flops=tuning + probe)]
-    if lesson_id == "lesson06-after-bert":
-        variants = 7  # mlm, mlm+nsp, mlm+sop, albert-shared, albert, rope, electra (matched compute); random: none
+    if lesson_id == "lesson06-after-bert":  # every model trained from scratch: no pretrained BERT, only its data
+        variants = 4  # mlm, mlm+nsp, mlm+sop, electra (matched compute); random: none
+        return [*(data if first_run and not pretraining_reused else []),
+                Item(f"{variants} variants, {sizes['training_steps']:,} steps each",
+                     gpu_flops=variants * sizes["training_steps"] * bert_step)]
+    if lesson_id == "lesson07-after-bert-models":  # lesson 6's runs and sizes, its MLM BERT the baseline
+        sizes = spec.lesson_sizes.get("lesson06-after-bert", {})
+        variants = 4  # albert-shared, albert, rope, and mlm (lesson 6's run: counted, though reused when found)
         # each step: the teacher's forward (~1/3 of a training step) and a 1-layer student's training step
         distil = sizes["distil_steps"] * 2 * (bert_step / 3 + bert_step / bert.n_layers)
         return [*([] if pretraining_reused else [*(data if first_run else []), pretraining]),
