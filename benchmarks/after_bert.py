@@ -1,4 +1,4 @@
-"""What came after BERT, on the course's own model (issue 14, lesson 6): every variant of
+"""What came after BERT, on the course's own model (issue 14, lessons 6 and 7): every variant of
 `bertcourse.after_bert.runner.VARIANTS` pretrained on the same budget and measured the same way.
 
     BERTCOURSE_DATA=/work/shared/data nice -n 10 .venv/bin/python benchmarks/after_bert.py --profile cpu
@@ -7,7 +7,7 @@ Each variant trains the profile's `lesson_sizes["lesson06-after-bert"].training_
 profile: 1,000 steps of 32 x 128 tokens; ELECTRA fewer, matched in FLOPs per step to the MLM BERT), then
 is scored on held-out MLM, its auxiliary task and an SST-2 linear probe (see `bertcourse.after_bert.runner`).
 Runs are cached in runs/after-bert/, so an interrupted benchmark resumes where it stopped. The table goes
-to stdout and, with the settings, to benchmarks/results/after_bert_PROFILE.json (what lesson 6 quotes);
+to stdout and, with the settings, to benchmarks/results/after_bert_PROFILE.json (what lessons 6 and 7 quote);
 the figures are in benchmarks/README.md, "What came after BERT".
 """
 

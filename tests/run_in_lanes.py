@@ -3,7 +3,7 @@
 Why lanes and not pytest-xdist: the lessons are executed once per process and several test files read the
 same executed lesson, so every test that executes a lesson must stay in one process; a lane is a fixed set of
 folders, which keeps that true by construction. The first lane (check proofs, grading, authoring, then the
-training commands) spends most of its time in sandboxed grading workers; the other runs the lessons, lesson 6's
+training commands) spends most of its time in sandboxed grading workers; the other runs the lessons, lessons 6-7's
 models and the teaching modules' tests. The split balances the two (each ~20 minutes in the last CI rehearsal
 on 2 cores); no test of the first lane executes a lesson.
 

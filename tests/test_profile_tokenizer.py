@@ -1,4 +1,4 @@
-"""One tokenizer per profile: the pretrained BERT (lesson 3, `ensure_pretrained`) and lesson 6's data
+"""One tokenizer per profile: the pretrained BERT (lesson 3, `ensure_pretrained`) and lessons 6-7's data
 (`after_bert.course_data`) read the same ids on every profile of course.yml, the gpu profile included, whose
 corpus adds WikiText-103. Stand-in corpora (generated, no hub): a small WikiText-2 and SST-2, and a
 "WikiText-103" of other words, so that the gpu profile's tokenizer differs from the others'."""
@@ -45,7 +45,7 @@ def test_the_pretrained_teacher_and_lesson_6s_data_share_a_vocabulary_on_every_p
                                            eval_every=1, checkpoint_every=1, progress=False, model_overrides=small))
         data = after_bert.course_data(profile)
         assert data.tokenizer.get_vocab() == teacher.tokenizer.get_vocab(), (
-            f"{profile}: lesson 6's data and the pretrained teacher have different vocabularies")
+            f"{profile}: lessons 6-7's data and the pretrained teacher have different vocabularies")
         assert data.config.vocab_size == teacher.model.config.vocab_size
         vocabularies[profile] = teacher.tokenizer.get_vocab()
     after_bert.course_data.cache_clear()

@@ -25,7 +25,7 @@ def profile_tokenizer(profile: str, course: Course | None = None, corpus: Corpus
     or `corpus` when the caller has loaded it already) with its vocab_size and max_seq_len.
 
     Every model of a profile reads ids of this tokenizer: its pretraining (`training.pretrain`), the scratch
-    models of fine-tuning, lesson 6's runs and the teacher they are compared with. Two tokenizers of one
+    models of fine-tuning, lessons 6-7's runs and the teacher they are compared with. Two tokenizers of one
     profile (the gpu profile's corpus adds WikiText-103) give the same piece different ids.
     """
     course = course or load_course()

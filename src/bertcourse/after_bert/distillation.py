@@ -1,4 +1,4 @@
-"""Knowledge distillation with DistilBERT's soft-target loss, and a small masked-LM demo of it (lesson 6).
+"""Knowledge distillation with DistilBERT's soft-target loss, and a small masked-LM demo of it (lesson 7).
 
 A student learns from a teacher's whole output distribution, not only from the one right token: which
 wrong answers the teacher finds plausible ("dark knowledge", Hinton et al. 2015) is information a hard

@@ -1,5 +1,5 @@
 """Generating text with a bidirectional encoder: cloze filling, mask-predict refinement, and the attention
-masks that turn one network into an encoder, a decoder or a prefix LM (lesson 6).
+masks that turn one network into an encoder, a decoder or a prefix LM (lesson 7).
 
 An MLM encoder gives a distribution for each [MASK] given everything else, not a left-to-right
 factorisation of the sentence, so it has no natural way to write a long text. Three ways around that:

@@ -1,4 +1,4 @@
-"""What came after BERT, measured on the course's own models (lesson 6): one function trains any variant.
+"""What came after BERT, measured on the course's own models (lessons 6 and 7): one function trains any variant.
 
 `run_variant(name)` pretrains one of `VARIANTS` on the course corpus for a budget of steps with the
 course's pieces (packing, dynamic masking, AdamW with the profile's warm-up and cosine schedule,
@@ -225,7 +225,7 @@ class CourseData:
 def course_data(profile: str | None = None) -> CourseData:
     """The shared data of `profile` (resolve_profile's rule), loaded once per process: the profile's corpus and
     its one tokenizer (`profile_tokenizer`), the ones its pretrained BERT (`ensure_pretrained`, lesson 3) was
-    trained with, so the teacher and generator of lesson 6 read the same ids as its runs."""
+    trained with, so the teacher and generator of lesson 7 read the same ids as its runs."""
     course = load_course()
     profile = resolve_profile(profile, course)
     corpus = load_corpus(course, profile=profile)
@@ -298,7 +298,7 @@ def training_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> int:
 def run_variant(variant: str, *, profile: str | None = None, steps: int | None = None, probe_rows: int | None = None,
                 heldout_pairs: int | None = None, seed: int = 0, device: str | None = None, precision: str = "auto",
                 progress: bool = True, out_root: str | Path | None = None) -> VariantResult:
-    """Pretrain `variant` for `steps` (None: the profile's `training_steps` for lesson 6; ELECTRA: the MLM
+    """Pretrain `variant` for `steps` (None: the profile's `training_steps` for lessons 6 and 7; ELECTRA: the MLM
     budget, matched in FLOPs), measure it, and keep the result; a finished run with the same settings is
     read back instead (its `model` is then None)."""
     if variant not in VARIANTS:

@@ -1,7 +1,7 @@
 """The optimizer step every training loop of the course takes, written once (the nanoGPT way: one loop body,
 configured by the job).
 
-Pretraining (`train.pretrain`), fine-tuning (`finetune`), lesson 6's runs (`after_bert.train`) and
+Pretraining (`train.pretrain`), fine-tuning (`finetune`), lessons 6-7's runs (`after_bert.train`) and
 distillation (`distillation.distil`) each keep their own loop (what a batch is, what the loss is, when to
 evaluate) and take their steps through `TrainStep`:
 
