@@ -221,6 +221,10 @@ def test_lesson_5_conclusions_follow_its_own_measurements(data_dir):
     n_slices = int(re.search(r"with (\d+) slices compared", text).group(1))
     assert ("it does" in text.split("Bonferroni")[1].splitlines()[0]) == (p_slice < 0.05 / n_slices)
     assert "the audit finds them: True" in text  # the contamination audit can find what it looks for
+    seeds_range, width = map(float, re.search(r"range ([\d.]+); one run's bootstrap interval is ([\d.]+) wide",
+                                              text).groups())
+    if abs(seeds_range - width) > 0.001:  # the verdict reads the unrounded values
+        assert ("this run: the seeds' range is narrower" in text) == (seeds_range < width)
     for point in ("split and preprocessing", "checkpoint and revision", "template and truncation", "search space",
                   "seeds and intervals", "failure cases", "contamination"):
         assert f"[x] {point}:" in text
