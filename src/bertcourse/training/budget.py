@@ -156,7 +156,8 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
         # each step: the teacher's forward (~1/3 of a training step) and a 1-layer student's training step
         distil = sizes["distil_steps"] * 2 * (bert_step / 3 + bert_step / bert.n_layers)
         return [*([] if pretraining_reused else [*(data if first_run else []), pretraining]),
-                Item(f"{variants} variants, {sizes['training_steps']:,} steps each",
+                Item(f"{variants} variants (lesson 6's MLM BERT among them, reused when found), "
+                     f"{sizes['training_steps']:,} steps each",
                      gpu_flops=variants * sizes["training_steps"] * bert_step),
                 Item(f"two students distilled, {sizes['distil_steps']:,} steps each", gpu_flops=distil)]
     return []
