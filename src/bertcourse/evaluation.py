@@ -409,5 +409,6 @@ def tiny_classifier(n_features: int, n_classes: int, *, hidden: int = 16, dropou
         with torch.no_grad():
             for layer in (model[0], model[3]):  # nn.Linear's own bounds, +-1/sqrt(fan_in), drawn privately
                 for parameter in (layer.weight, layer.bias):
-                    parameter.copy_((torch.rand(parameter.shape, generator=generator) * 2 - 1) / layer.in_features ** 0.5)
+                    uniform = torch.rand(parameter.shape, generator=generator) * 2 - 1
+                    parameter.copy_(uniform / layer.in_features ** 0.5)
     return model.train(training)
