@@ -157,6 +157,32 @@ def assert_specials_untouched(ids: torch.Tensor, special: torch.Tensor, inputs: 
         f"of {int(special.sum())} {what}, {labelled} got a label and {changed} were changed")
 
 
+# Another [MASK] id and another set of specials (a tokenizer other than bert-base-uncased's): ids 0-59 of
+# SMALL_VOCAB are special, [MASK] is 4, so random ids come from 60-119, where 100-103 are ordinary ids.
+OTHER_MASK, OTHER_SPECIAL = 4, list(range(60))
+
+
+def assert_mask_and_special_ids_are_arguments(student, function: str, ids: torch.Tensor, marks: torch.Tensor,
+                                              eligible: torch.Tensor) -> None:
+    """With mask_token_id=OTHER_MASK and special_ids=OTHER_SPECIAL (half [MASK], half random), the [MASK] positions
+    show OTHER_MASK (not bert's 103) and no random id is one of OTHER_SPECIAL (credited once it masks)."""
+    result = student.call(function, ids, marks, mask_token_id=OTHER_MASK, vocab_size=SMALL_VOCAB,
+                          special_ids=OTHER_SPECIAL, generator=student.generator(17), select_prob=0.5, mask_prob=0.5,
+                          random_prob=0.5)
+    inputs, labels = unpack(result, function, ids.shape)
+    assert_masking(ids, eligible, inputs, labels)
+    changed = eligible & (inputs != ids)
+    shows_given, shows_103 = int((changed & (inputs == OTHER_MASK)).sum()), int((changed & (inputs == MASK)).sum())
+    # a correct function shows 103 only as a random id (1 in 60 of them): far fewer than a quarter
+    assert shows_given > 0 and shows_103 <= shows_given // 4, (
+        f"with mask_token_id={OTHER_MASK}, {shows_given} positions show it and {shows_103} show id {MASK}")
+    drawn = inputs[changed & (inputs != OTHER_MASK)]
+    hits = int(torch.isin(drawn, torch.tensor(OTHER_SPECIAL)).sum())
+    assert drawn.numel() > 0 and hits == 0, (
+        f"with special_ids = 0, 1, ..., {OTHER_SPECIAL[-1]}, {hits} of {drawn.numel()} random replacements are "
+        f"among them")
+
+
 # ----------------------------------------------------------------------------- the 80/10/10 shares
 # `c` counts the selected units (positions in ex01, words in ex02): "selected", and of those "masked"
 # (show [MASK]), "random" (a random id) and "kept" (their own id, still labelled).

@@ -26,6 +26,7 @@ from _common import (
     UNK,
     VOCAB,
     assert_inputs_not_modified,
+    assert_mask_and_special_ids_are_arguments,
     assert_masking,
     assert_no_special_replacements,
     assert_specials_untouched,
@@ -381,3 +382,11 @@ def test_q3_roberta_nsp(student):
                             "section 5)")
 def test_q4_dynamic_masking(student):
     assert concept_answer(student, "answer_q4") == "b"
+
+
+@pytest.mark.check(cell="mask_tokens_checks", points=1.0,
+                   feedback="use the mask_token_id and special_ids arguments, not bert-base-uncased's ids: another "
+                            "tokenizer has another [MASK] and other specials; credited once it masks")
+def test_mask_token_id_and_special_ids_are_arguments(student):
+    ids, special = make_batch(256, seed=17, vocab=SMALL_VOCAB)
+    assert_mask_and_special_ids_are_arguments(student, "mask_tokens", ids, special, ~special)

@@ -31,6 +31,7 @@ from _common import (
     VOCAB,
     allowed_ids,
     assert_inputs_not_modified,
+    assert_mask_and_special_ids_are_arguments,
     assert_masking,
     assert_no_special_replacements,
     assert_specials_untouched,
@@ -341,3 +342,11 @@ def test_probabilities_are_arguments(student):
     assert not ignored, (
         f"with {', '.join(f'{k}={v}' for k, v in other.items())}, the result does not follow {' and '.join(ignored)}: "
         f"{covered} of {int((word_ids >= 0).sum())} tokens covered, {shown(at_other)}")
+
+
+@pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
+                   feedback="use the mask_token_id and special_ids arguments, not bert-base-uncased's ids: another "
+                            "tokenizer has another [MASK] and other specials; credited once it masks")
+def test_mask_token_id_and_special_ids_are_arguments(student):
+    ids, word_ids = make_rows(400, seed=17, vocab=SMALL_VOCAB)
+    assert_mask_and_special_ids_are_arguments(student, "whole_word_mask", ids, word_ids, word_ids >= 0)

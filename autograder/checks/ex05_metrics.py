@@ -506,6 +506,18 @@ def test_bootstrap_seed(student):
     assert len(others | {first}) > 1, "every seed gave the same interval: the seed is not used"
 
 
+@pytest.mark.check(cell="bootstrap_checks", points=1.0,
+                   feedback="draw exactly n_resamples resamples: the argument, not a fixed count; credited once the "
+                   "interval is right")
+def test_bootstrap_honours_n_resamples(student):
+    n, correct = 400, 300
+    y_true, y_pred = accuracy_data(n, correct, 7)
+    assert interval_ok(student_interval(student, y_true, y_pred, n_resamples=300, alpha=0.4, seed=12),
+                       n, correct, 0.4, 300), "not credited until the interval is right"
+    low, high = student_interval(student, y_true, y_pred, n_resamples=1, alpha=0.1, seed=13)
+    assert low == high, "with n_resamples=1 there is one resampled score, but the interval has a width"
+
+
 # ----------------------------------------------------------------------------- part 7: concepts
 
 

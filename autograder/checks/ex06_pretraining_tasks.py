@@ -282,6 +282,18 @@ def test_pair_segment_ids(student):
             "the segment ids are wrong at [CLS], A, a [SEP] or B")
 
 
+@pytest.mark.check(cell="pair_inputs_checks", points=1.0,
+                   feedback="use the cls_id and sep_id arguments, not BERT's 101 and 102: another tokenizer has "
+                            "other ids; credited once the layout is right")
+def test_pair_special_ids_are_arguments(student):
+    a, b = segments(4, 1)[0]
+    assert call_pair_inputs(student, a, b, max_len=64)[0] == [CLS_ID, *a, SEP_ID, *b, SEP_ID], (
+        "not credited until the layout is right")
+    result = student.call("pair_inputs", a, b, cls_id=0, sep_id=2, max_len=64)  # RoBERTa's <s> and </s>
+    assert isinstance(result, (list, tuple)) and len(result) == 2, "pair_inputs must return (input_ids, token_type_ids)"
+    assert ints(result[0], "input_ids") == [0, *a, 2, *b, 2], "with cls_id=0 and sep_id=2 the layout is not theirs"
+
+
 def longest_first_lengths(la: int, lb: int, budget: int) -> set[tuple[int, int]]:
     """The kept lengths of longest-first truncation, either way of breaking a tie."""
     out = {tuple(map(len, truncate_longest_first(list(range(la)), list(range(lb)), budget)))}
@@ -475,6 +487,22 @@ def test_targets_end_with_the_final_sentinel(student):
         assert targets and targets[-1] in SENTINELS, "the targets do not end with a sentinel"
         assert len(sentinel_positions(targets)) == len(sentinel_positions(inputs)) + 1, (
             "the targets do not hold one sentinel more than the inputs")
+
+
+@pytest.mark.check(cell="span_corrupt_checks", points=1.0,
+                   feedback="use the sentinel_ids you are given, in their order: not T5's ids counted down from "
+                   "32099; credited once the sentinels are numbered in order")
+def test_sentinel_ids_are_an_argument(student):
+    tokens, mask = corrupt_cases()[0]
+    inputs, _ = call_corrupt(student, tokens, mask)
+    used = [t for t in inputs if t in SENTINELS]
+    assert used and used == SENTINELS[:len(used)], "not credited until the sentinels are in order"
+    others = list(range(5000, 5100))  # counting up, far from T5's
+    result = student.call("t5_span_corrupt", tokens, mask, others)
+    assert isinstance(result, (list, tuple)) and len(result) == 2, "t5_span_corrupt must return (inputs, targets)"
+    inputs, targets = ints(result[0], "inputs"), ints(result[1], "targets")
+    assert [inputs, targets] == [list(part) for part in reference_corrupt(tokens, mask, others)], (
+        "with sentinel_ids 5000, 5001, ... the inputs or targets do not use them in order")
 
 
 def reconstruct(inputs: list[int], targets: list[int]) -> list[int]:

@@ -208,6 +208,16 @@ def test_paired_interval_seed(student):
                   "paired_interval")
 
 
+@pytest.mark.check(cell="paired_interval_checks", points=1.0,
+                   feedback="draw exactly n_resamples resamples: the argument, not a fixed count; credited once the "
+                            "interval is right")
+def test_paired_interval_honours_n_resamples(student):
+    assert_paired_does_work(student)
+    a, b = spread_case(26)
+    _, low, high = student_paired(student, a, b, n_resamples=1, alpha=0.1, seed=3)
+    assert low == high, "with n_resamples=1 there is one resampled difference, but the interval has a width"
+
+
 # ----------------------------------------------------------------------------- part 3: accuracy_interval
 
 
@@ -268,6 +278,16 @@ def test_accuracy_interval_seed(student):
     correct = torch.tensor(np.random.default_rng(34).random((3, 300)) < 0.7)  # a fine grid of accuracies
     assert_seeded(student, lambda s: student_accuracy(student, correct, n_resamples=200, alpha=0.4, seed=s),
                   "accuracy_interval")
+
+
+@pytest.mark.check(cell="accuracy_interval_checks", points=1.0,
+                   feedback="draw exactly n_resamples resamples: the argument, not a fixed count; credited once the "
+                            "interval is right")
+def test_accuracy_interval_honours_n_resamples(student):
+    assert_accuracy_does_work(student)
+    correct = torch.tensor(np.random.default_rng(35).random((3, 300)) < 0.7)
+    _, low, high = student_accuracy(student, correct, n_resamples=1, alpha=0.1, seed=3)
+    assert low == high, "with n_resamples=1 there is one resampled accuracy, but the interval has a width"
 
 
 # ----------------------------------------------------------------------------- part 4: paired_seed_test
@@ -408,7 +428,147 @@ def test_verdict_alpha_is_an_argument(student):
     assert student_verdict(student, -0.03, 0.08, alpha=0.1) == AHEAD_B, "alpha=0.1 was not used"
 
 
-# ----------------------------------------------------------------------------- part 6: questions
+# ----------------------------------------------------------------------------- part 6: finetune_over_seeds
+# A planted 3-class task (8 features, Gaussian classes), `bertcourse.evaluation.tiny_classifier` models built
+# in the worker through the notebook's `partial`, and the judge's own run of the recipe as the reference. Each
+# check varies one thing: a fixed initialisation (`init_seed`) isolates the data order and the modes, lr = 0
+# isolates the initialisation and the evaluation. Trained rows may differ from the reference on at most
+# TRAINED_SLACK of the examples (another correct way of writing the loss may round differently); every
+# misconception proven in tests/checks moves 5% or more.
+
+TRAINED_SLACK = 0.02
+N_FEATURES, N_CLASSES = 8, 3
+
+
+def planted_task(seed: int = 1, batches: int = 8, batch: int = 12, n_eval: int = 400):
+    g = torch.Generator().manual_seed(seed)
+    means = torch.randn(N_CLASSES, N_FEATURES, generator=g)
+
+    def draw(n):
+        y = torch.randint(N_CLASSES, (n,), generator=g)
+        return means[y] + 1.6 * torch.randn(n, N_FEATURES, generator=g), y
+
+    x, y = draw(batches * batch)
+    return [(x[i:i + batch], y[i:i + batch]) for i in range(0, len(y), batch)], draw(n_eval)
+
+
+TRAIN, EVAL = planted_task()
+
+
+def reference_rows(seeds, *, epochs=1, lr=0.1, **model) -> torch.Tensor:
+    """The recipe of the contract, run in the judge."""
+    from bertcourse.evaluation import tiny_classifier
+
+    state, rows = torch.random.get_rng_state(), []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        net = tiny_classifier(N_FEATURES, N_CLASSES, **model)
+        optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+        order = torch.Generator().manual_seed(seed)
+        net.train()
+        for _ in range(epochs):
+            for i in torch.randperm(len(TRAIN), generator=order).tolist():
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(net(TRAIN[i][0]), TRAIN[i][1]).backward()
+                optimizer.step()
+        net.eval()
+        with torch.no_grad():
+            rows.append(net(EVAL[0]).argmax(-1) == EVAL[1])
+    torch.random.set_rng_state(state)
+    return torch.stack(rows)
+
+
+def student_rows(student, seeds, *, epochs=1, lr=0.1, **model) -> torch.Tensor:
+    make_model = student.call("partial", student.ref("tiny_classifier"), N_FEATURES, N_CLASSES, **model)
+    value = student.call("finetune_over_seeds", make_model, TRAIN, EVAL, list(seeds), epochs=epochs, lr=lr)
+    if isinstance(value, (list, tuple)):
+        try:
+            value = torch.tensor([[bool(v) for v in row] for row in value])
+        except (TypeError, ValueError):
+            raise AssertionError("finetune_over_seeds must return a (seeds, examples) table of True/False") from None
+    assert isinstance(value, torch.Tensor) and tuple(value.shape) == (len(seeds), len(EVAL[1])), (
+        "finetune_over_seeds must return one row per seed and one column per evaluation example")
+    assert value.dtype == torch.bool or bool(((value == 0) | (value == 1)).all()), (
+        "finetune_over_seeds must return whether each example was predicted right (True/False), "
+        "not the predictions or the logits")
+    return value.bool()
+
+
+def assert_rows(got: torch.Tensor, expected: torch.Tensor, seeds, slack: float, what: str) -> None:
+    for seed, row, ref in zip(seeds, got, expected, strict=True):
+        differ = float((row != ref).double().mean())
+        assert differ <= slack, f"{what}: the row of seed {seed} differs on {differ:.1%} of the examples"
+
+
+@pytest.mark.check(cell="finetune_checks", points=1.0,
+                   feedback="return one row per seed, in the order of `seeds`, and in it, for each evaluation "
+                            "example, whether the model's top class (argmax of the logits) is its label")
+def test_rows_are_each_seeds_correctness(student):
+    seeds = [1, 2, 3]
+    got = student_rows(student, seeds, lr=0.0, init_seed=0)
+    assert_rows(got, reference_rows(seeds, lr=0.0, init_seed=0), seeds, 0.0,
+                "with lr = 0 and a model that always starts from the same weights")
+
+
+@pytest.mark.check(cell="finetune_checks", points=2.0,
+                   feedback="each seed gets a NEW model, built right after torch.manual_seed(seed): seed every "
+                            "model, not only the first, and never carry a model over to the next seed")
+def test_each_model_initialised_from_its_seed(student):
+    seeds = [7, 3, 7]
+    got = student_rows(student, seeds, lr=0.0)
+    assert_rows(got, reference_rows(seeds, lr=0.0), seeds, 0.0, "with lr = 0 (the models as built)")
+
+
+@pytest.mark.check(cell="finetune_checks", points=1.0,
+                   feedback="evaluate in eval mode (model.eval(), and torch.no_grad()): dropout left on makes "
+                            "the predictions random")
+def test_evaluated_in_eval_mode(student):
+    seeds = [1, 2]
+    got = student_rows(student, seeds, lr=0.0, dropout=0.5, init_seed=0)
+    assert_rows(got, reference_rows(seeds, lr=0.0, dropout=0.5, init_seed=0), seeds, 0.0,
+                "with lr = 0 and dropout in the model")
+
+
+@pytest.mark.check(cell="finetune_checks", points=1.0,
+                   feedback="each epoch goes through the batches in an order drawn with torch.randperm from a "
+                            "generator of this seed's own (torch.Generator().manual_seed(seed)), made once per seed")
+def test_data_order_drawn_from_each_seed(student):
+    seeds = [5, 9]
+    got = student_rows(student, seeds, lr=0.5, init_seed=0)
+    assert_rows(got, reference_rows(seeds, lr=0.5, init_seed=0), seeds, TRAINED_SLACK,
+                "every seed starting from the same weights, only the order of the batches can differ")
+
+
+@pytest.mark.check(cell="finetune_checks", points=1.0,
+                   feedback="put the model in training mode (model.train()) before training: a model may arrive "
+                            "in eval mode, as from_pretrained returns it, and dropout must be on while it learns")
+def test_trained_in_training_mode(student):
+    seeds = [5]
+    got = student_rows(student, seeds, lr=0.5, dropout=0.5, training=False, init_seed=0)
+    assert_rows(got, reference_rows(seeds, lr=0.5, dropout=0.5, init_seed=0), seeds, TRAINED_SLACK,
+                "a model with dropout handed over in eval mode")
+
+
+@pytest.mark.check(cell="finetune_checks", points=1.0,
+                   feedback="a fresh model AND a fresh optimizer for every seed: an optimizer made once holds the "
+                            "first model's parameters (and its state), so later seeds do not train as they should")
+def test_fresh_model_and_optimizer_per_seed(student):
+    seeds = [5, 9]
+    got = student_rows(student, seeds, lr=0.5)
+    assert_rows(got, reference_rows(seeds, lr=0.5), seeds, TRAINED_SLACK, "two seeds trained one after the other")
+
+
+@pytest.mark.check(cell="finetune_checks", points=1.0,
+                   feedback="use the lr and epochs arguments: plain SGD at that learning rate, every batch once per "
+                            "epoch")
+def test_lr_and_epochs_are_arguments(student):
+    seeds = [4]
+    got = student_rows(student, seeds, lr=0.2, epochs=3, init_seed=0)
+    assert_rows(got, reference_rows(seeds, lr=0.2, epochs=3, init_seed=0), seeds, TRAINED_SLACK,
+                "with lr = 0.2 and 3 epochs")
+
+
+# ----------------------------------------------------------------------------- part 7: questions
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,

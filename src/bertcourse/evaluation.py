@@ -385,3 +385,30 @@ def load_finetuned_predictions(results_dir: str | Path) -> FinetunedPredictions:
     if labels is None:
         raise FileNotFoundError(f"{path} lists no fine-tuning runs")
     return FinetunedPredictions(labels, sentences, rows)
+
+
+# ----------------------------------------------------------------------------- a model small enough for many seeds
+
+
+def tiny_classifier(n_features: int, n_classes: int, *, hidden: int = 16, dropout: float = 0.0,
+                    training: bool = True, init_seed: int | None = None) -> Any:
+    """A two-layer perceptron (Linear, ReLU, Dropout, Linear) mapping `(batch, n_features)` to logits.
+
+    Why: exercise 8 fine-tunes one model per seed, and its checks do so dozens of times; this one trains in
+    milliseconds. Its initial weights come from torch's global generator, like any freshly built model, so
+    `torch.manual_seed` right before building it decides them. `training=False` hands it over in eval mode,
+    as `from_pretrained` does with a checkpoint. `init_seed` draws the initial weights from a private generator
+    instead (the same model whatever the global state: a check can then vary one thing at a time).
+    """
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
+                                torch.nn.Linear(hidden, n_classes))
+    if init_seed is not None:
+        generator = torch.Generator().manual_seed(init_seed)
+        with torch.no_grad():
+            for layer in (model[0], model[3]):  # nn.Linear's own bounds, +-1/sqrt(fan_in), drawn privately
+                for parameter in (layer.weight, layer.bias):
+                    uniform = torch.rand(parameter.shape, generator=generator) * 2 - 1
+                    parameter.copy_(uniform / layer.in_features ** 0.5)
+    return model.train(training)

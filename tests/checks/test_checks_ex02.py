@@ -152,6 +152,17 @@ DRAWS = "regular[torch.randint(len(regular), input_ids.shape, generator=generato
 
 # misconception -> (wrong source, the checks that must fail it[, checks it must still pass: independence])
 WRONG = {
+    "[MASK] written in as bert-base-uncased's 103": (
+        mutate(("inputs[as_mask] = mask_token_id", "inputs[as_mask] = 103")),
+        {"test_mask_token_id_and_special_ids_are_arguments"},
+        {"test_word_treatment_shares", "test_random_replacements_are_never_special"},
+    ),
+    "bert-base-uncased's special ids written in": (
+        mutate(("special[[i for i in special_ids if i < vocab_size]] = True",
+                "special[[0, 100, 101, 102, 103]] = True")),
+        {"test_mask_token_id_and_special_ids_are_arguments"},
+        {"test_random_replacements_are_never_special", "test_random_replacements_are_uniform"},
+    ),
     "padding and specials treated as a word": (
         mutate(("valid = word_ids >= 0", "valid = torch.ones_like(word_ids, dtype=torch.bool)"),
                ("index = word_ids.clamp(min=0)", "index = word_ids + 1"),

@@ -231,7 +231,8 @@ PRF = {"test_per_class_scores_match_reference", "test_labels_from_both_sequences
 SQUAD = {"test_normalize_answer_each_step", "test_normalize_answer_step_order", "test_normalize_answer_unicode",
          "test_exact_match_best_normalised_reference", "test_token_f1_matches_reference",
          "test_token_f1_counts_repeated_tokens", "test_token_f1_best_reference", "test_empty_answers"}
-BOOT = {"test_bootstrap_interval_quantiles", "test_bootstrap_pairs_labels_and_predictions", "test_bootstrap_seed"}
+BOOT = {"test_bootstrap_interval_quantiles", "test_bootstrap_pairs_labels_and_predictions", "test_bootstrap_seed",
+        "test_bootstrap_honours_n_resamples"}
 
 
 def others(*keep: str, within: set[str]) -> frozenset[str]:
@@ -391,6 +392,9 @@ WRONG = {
                "    product = math.exp(sum(math.log(1.0 - k / i) for i in range(n - c + 1, n + 1)))\n"),
         {"test_pass_at_k_edge_cases"}, frozenset({"test_pass_at_k_unbiased", "test_pass_at_k_large_n"})),
     # bootstrap
+    "a fixed number of resamples": (
+        mutate("    for _ in range(n_resamples):\n", "    for _ in range(1000):\n"),
+        {"test_bootstrap_honours_n_resamples"}, frozenset({"test_bootstrap_pairs_labels_and_predictions"})),
     "alpha not halved": (
         mutate("q = torch.tensor([alpha / 2, 1 - alpha / 2]", "q = torch.tensor([alpha, 1 - alpha]"),
         {"test_bootstrap_interval_quantiles"}, frozenset({"test_bootstrap_pairs_labels_and_predictions"})),

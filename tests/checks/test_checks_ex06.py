@@ -238,11 +238,13 @@ NSP = {"test_nsp_one_pair_per_consecutive_pair", "test_nsp_true_next_sentence_la
        "test_nsp_balance_follows_random_prob", "test_nsp_draws_from_the_generator"}
 SOP = {"test_sop_pairs_hold_consecutive_sentences", "test_sop_swapped_pairs_labelled_1",
        "test_sop_swap_share_follows_swap_prob"}
-PAIR = {"test_pair_layout", "test_pair_segment_ids", "test_pair_truncation_longest_first"}
+PAIR = {"test_pair_layout", "test_pair_segment_ids", "test_pair_truncation_longest_first",
+        "test_pair_special_ids_are_arguments"}
 MASK = {"test_noise_mask_exact_counts", "test_noise_mask_starts_kept_and_alternates",
         "test_noise_span_lengths_are_uniform_compositions", "test_noise_mask_draws_from_the_generator"}
 CORRUPT = {"test_one_sentinel_per_span", "test_sentinels_numbered_in_order", "test_targets_end_with_the_final_sentinel",
-           "test_targets_hold_each_span_after_its_sentinel"}
+           "test_targets_hold_each_span_after_its_sentinel",
+           "test_sentinel_ids_are_an_argument"}
 ELECTRA = {"test_electra_only_masked_positions_change", "test_electra_replacements_sampled_from_the_softmax",
            "test_electra_label_1_only_where_the_token_differs", "test_electra_padding_labelled_minus_100",
            "test_electra_draws_from_the_generator"}
@@ -338,6 +340,9 @@ WRONG = {
         mutate(("input_ids = [cls_id] + a + [sep_id] + b + [sep_id]", "input_ids = [cls_id] + a + [sep_id] + b"),
                ("[1] * (len(b) + 1)", "[1] * len(b)")),
         {"test_pair_layout"}),
+    "BERT's [CLS] and [SEP] ids written in": (
+        mutate(("input_ids = [cls_id] + a + [sep_id] + b + [sep_id]", "input_ids = [101] + a + [102] + b + [102]")),
+        {"test_pair_special_ids_are_arguments"}, others("test_pair_special_ids_are_arguments", within=PAIR)),
     # T5's noise mask
     "noise drawn token by token": (
         mutate(("    num_noise = min(", "    return torch.rand(length, generator=generator) < noise_density\n"
@@ -370,6 +375,10 @@ WRONG = {
                 "                targets.append(sentinel_ids[-1 - span])"),
                ("targets.append(sentinel_ids[span + 1])", "targets.append(sentinel_ids[-2 - span])")),
         {"test_sentinels_numbered_in_order"}, others("test_sentinels_numbered_in_order", within=CORRUPT)),
+    "T5's sentinel ids written in": (
+        mutate(("    inputs, targets, span = [], [], -1\n",
+                "    sentinel_ids = list(range(32099, 31999, -1))\n    inputs, targets, span = [], [], -1\n")),
+        {"test_sentinel_ids_are_an_argument"}, others("test_sentinel_ids_are_an_argument", within=CORRUPT)),
     "no final sentinel in the targets": (
         mutate(("    targets.append(sentinel_ids[span + 1])\n", "")),
         {"test_targets_end_with_the_final_sentinel"},

@@ -24,7 +24,8 @@ from bertcourse.course import load_course
 CHECKS = "autograder/checks/ex08_comparing_models.py"
 NOTEBOOK = "solutions/ex08-comparing-models/comparing_models.ipynb"
 RELEASE = "exercises/ex08-comparing-models/comparing_models.ipynb"
-PRELUDE = "import math\nimport random\n\nimport torch\n"
+PRELUDE = ("import math\nimport random\nfrom functools import partial\n\nimport torch\n\n"
+           "from bertcourse.evaluation import tiny_classifier\n")
 
 
 def solution() -> str:
@@ -100,6 +101,29 @@ def verdict(difference, p, alpha=0.05):
     return "A ahead beyond the noise" if difference > 0 else "B ahead beyond the noise"
 
 
+def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=1, lr=0.1):
+    table = []
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = make_model()
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr)
+        gen = torch.Generator()
+        gen.manual_seed(seed)
+        for epoch in range(epochs):
+            for index in torch.randperm(len(train_batches), generator=gen):
+                x, y = train_batches[int(index)]
+                model.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+        model.train(False)
+        with torch.inference_mode():
+            predicted = model(eval_batch[0]).argmax(dim=1)
+        table.append([p == t for p, t in zip(predicted.tolist(), eval_batch[1].tolist())])
+    return table
+
+
 answer_q1, answer_q2 = " C", "(a)"
 '''
 
@@ -153,6 +177,26 @@ def verdict(difference, p, alpha=0.05):
         (p < alpha and difference != 0, difference > 0), "no difference beyond the noise")
 
 
+def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=1, lr=0.1):
+    out = np.zeros((len(seeds), len(eval_batch[1])), dtype=np.int64)
+    for k, seed in enumerate(seeds):
+        torch.manual_seed(seed)
+        net = make_model()
+        sgd = torch.optim.SGD(params=list(net.parameters()), lr=lr)
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(epochs):
+            net.train()
+            for i in torch.randperm(len(train_batches), generator=g):
+                sgd.zero_grad(set_to_none=False)
+                x, y = train_batches[i]
+                torch.nn.functional.nll_loss(torch.log_softmax(net(x), -1), y).backward()
+                sgd.step()
+        net.eval()
+        with torch.no_grad():
+            out[k] = net(eval_batch[0]).numpy().argmax(1) == eval_batch[1].numpy()
+    return torch.from_numpy(out)
+
+
 answer_q1, answer_q2 = "c", "A"
 '''
 
@@ -169,6 +213,12 @@ T_DIFF, T_SIG, T_SEEDS, T_SAME, T_P, T_SEED = (
     "test_difference_of_seed_averaged_accuracies", "test_planted_difference_is_significant",
     "test_seeds_are_resampled", "test_identical_models_get_p_1", "test_p_counts_the_observed_data",
     "test_paired_seed_test_seed")
+PI_N, ACC_N = "test_paired_interval_honours_n_resamples", "test_accuracy_interval_honours_n_resamples"
+F_ROWS, F_INIT, F_EVAL, F_ORDER, F_TRAIN, F_FRESH, F_LR = (
+    "test_rows_are_each_seeds_correctness", "test_each_model_initialised_from_its_seed", "test_evaluated_in_eval_mode",
+    "test_data_order_drawn_from_each_seed", "test_trained_in_training_mode", "test_fresh_model_and_optimizer_per_seed",
+    "test_lr_and_epochs_are_arguments")
+SEEDED = "        torch.manual_seed(seed)  # the seed decides the initial weights...\n"
 V_AHEAD, V_NOISE, V_ALPHA = ("test_verdict_names_the_model_ahead", "test_verdict_within_the_noise",
                              "test_verdict_alpha_is_an_argument")
 
@@ -287,7 +337,37 @@ WRONG = {
                ('        return "B ahead beyond the noise"\n    return "no',
                 '        return "A ahead beyond the noise"\n    return "no')),
         {V_AHEAD, V_NOISE, V_ALPHA}),
+    "a fixed number of resamples (paired interval)": (
+        mutate((DIFF_LINE, DIFF_LINE.replace("(n_resamples, len(diff))", "(2000, len(diff))"))),
+        {PI_N}, {PI_DIFF, PI_PAIR, PI_SEED}),
+    "a fixed number of resamples (accuracy interval)": (
+        mutate((ACC_PICKS, ACC_PICKS.replace("(n_resamples, len(per_sentence))", "(2000, len(per_sentence))"))),
+        {ACC_N}, {ACC, ACC_FIXED, ACC_SEED}),
     # part 6
+    "predictions returned instead of right or wrong": (
+        mutate(("rows.append(model(inputs).argmax(-1) == labels)", "rows.append(model(inputs).argmax(-1))")),
+        {F_ROWS}),
+    "seeded once, before the first seed": (
+        mutate((SEEDED, ""), ("    for seed in seeds:\n", "    torch.manual_seed(seeds[0])\n    for seed in seeds:\n")),
+        {F_INIT, F_FRESH}, {F_ROWS, F_ORDER}),
+    "one model for every seed": (
+        mutate(("        model = make_model()\n", "        model = model if rows else make_model()\n")),
+        {F_INIT, F_FRESH}, {F_ROWS}),
+    "one optimizer for every seed": (
+        mutate(("        optimizer = torch.optim.SGD(", "        optimizer = optimizer if rows else torch.optim.SGD(")),
+        {F_FRESH}, {F_INIT}),
+    "evaluated with dropout on": (
+        mutate(("        model.eval()\n", "")), {F_EVAL}, {F_ROWS, F_ORDER}),
+    "trained in the mode the model arrived in": (
+        mutate(("        model.train()\n", "")), {F_TRAIN}, {F_ORDER}),
+    "the order drawn from the global generator": (
+        mutate(("torch.randperm(len(train_batches), generator=order)", "torch.randperm(len(train_batches))")),
+        {F_ORDER}, {F_INIT}),
+    "a fixed learning rate": (
+        mutate(("model.parameters(), lr=lr)", "model.parameters(), lr=0.1)")), {F_LR, F_ROWS}),
+    "one epoch whatever epochs says": (
+        mutate(("        for _ in range(epochs):\n", "        for _ in range(1):\n")), {F_LR}, {F_ORDER}),
+    # part 7
     "Q1: no difference shown means none exists": (
         mutate(('    answer_q1 = "c"', '    answer_q1 = "a"')), {"test_q1_what_an_interval_around_zero_says"}),
     "Q2: targets are faster to resample": (
@@ -309,6 +389,9 @@ def paired_seed_test(correct_a, correct_b, *, n_resamples=2000, seed=0):
 
 def verdict(difference, p, alpha=0.05):
     return "no difference beyond the noise"
+
+def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=1, lr=0.1):
+    return torch.zeros(len(seeds), len(eval_batch[1]), dtype=torch.bool)
 
 answer_q1 = answer_q2 = None
 '''
