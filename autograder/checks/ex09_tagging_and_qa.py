@@ -52,7 +52,7 @@ def _origin(student, remote: Remote) -> str:
 
 
 def _is_answer(origin: str) -> bool:
-    return origin == "bertcourse" or any(origin == m or origin.startswith(m + ".") for m in ANSWERS)
+    return any(origin == m or origin.startswith(m + ".") for m in ANSWERS)
 
 
 def borrowed_answer(student, name: str) -> str:
@@ -66,6 +66,8 @@ def borrowed_answer(student, name: str) -> str:
             code = codes.pop()
             code_names = student.getattr(code, "co_names")  # globals, attributes, and modules imported here
             borrowed = [n for n in code_names if _is_answer(n)]
+            if "bertcourse" in code_names:  # `bertcourse.heads.best_span(...)` through the package itself
+                borrowed += [f"bertcourse.{n}" for n in code_names if _is_answer(f"bertcourse.{n}")]
             if borrowed:
                 return borrowed[0]
             names += [n for n in code_names if n not in seen]
@@ -330,7 +332,8 @@ def test_i_after_o_or_another_type_begins_an_entity(student):
                             "plain runs are read")
 def test_entity_at_the_end_is_kept(student):
     assert_reads_runs(student)
-    assert_spans(student, ["O B-PER I-PER", "B-LOC", "O O B-DATE I-DATE"], "an entity that ends at the last word was lost")
+    assert_spans(student, ["O B-PER I-PER", "B-LOC", "O O B-DATE I-DATE"],
+                 "an entity that ends at the last word was lost")
 
 
 def student_scores(student, truth, guess, **kwargs) -> list[float]:
@@ -422,14 +425,15 @@ def test_micro_average_within_sentences(student):
 def test_zero_division(student):
     assert_scores_entities(student)
     none, some = [["O", "O"], ["O"]], [["B-PER", "O"], ["O"]]
+    one = {"zero_division": 1.0}
     cases = [((none, some, {}), (0.0, 0.0, 0.0)), ((some, none, {}), (0.0, 0.0, 0.0)),
-             ((none, none, {}), (0.0, 0.0, 0.0)),
-             ((some, none, {"zero_division": 1.0}), (1.0, 0.0, 0.0)), ((none, some, {"zero_division": 1.0}), (0.0, 1.0, 0.0)),
-             ((none, none, {"zero_division": 1.0}), (1.0, 1.0, 1.0))]
+             ((none, none, {}), (0.0, 0.0, 0.0)), ((some, none, one), (1.0, 0.0, 0.0)),
+             ((none, some, one), (0.0, 1.0, 0.0)), ((none, none, one), (1.0, 1.0, 1.0))]
     for (truth, guess, kwargs), expected in cases:
+        missing = " and no ".join(side for side, tags in (("true", truth), ("predicted", guess)) if tags is none)
         assert close(student_scores(student, truth, guess, **kwargs), expected), (
-            f"with no {'true' if truth is none else 'predicted'} entities (zero_division="
-            f"{kwargs.get('zero_division', 0.0)}) the scores are not as stated")
+            f"with no {missing} entities (zero_division={kwargs.get('zero_division', 0.0)}) the scores are not "
+            "as stated")
 
 
 # ----------------------------------------------------------------------------- part 3: answer spans

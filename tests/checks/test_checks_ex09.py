@@ -247,7 +247,8 @@ return align_word_labels(word_ids, [label_ids[t] for t in word_tags], all_pieces
 MUST_PASS_ALIGN = {name: ALIGN - targeted for name, (_, targeted) in WRONG_ALIGN.items()}  # parts are independent
 
 WRONG_ENTITIES = {
-    "I- after O dropped": (((BEGINS, '        if prefix == "B-":'),), {I_RULE, SCORES, ZERO}, {RUNS, END, PARTIAL, MICRO}),
+    "I- after O dropped": (((BEGINS, '        if prefix == "B-":'),), {I_RULE, SCORES, ZERO},
+                           {RUNS, END, PARTIAL, MICRO}),
     "I- of another type glued to the entity before": (((ENDS, ENDS.replace(' or label != kind', '')),),
         {I_RULE, SCORES, ZERO}, {RUNS, END, PARTIAL, MICRO}),
     "the entity open at the end lost": ((('enumerate(list(tags) + ["O"])', "enumerate(list(tags))"),), {END},
@@ -328,8 +329,8 @@ return int(start), int(end_logits.masked_fill(~context, -math.inf).argmax())
         'window["start_logits"][start] + window["end_logits"][end]',
         'window["start_logits"].max() + window["end_logits"].max()')),), {W_LEGAL},
         SPANS | {CHARS, W_OFFSETS, W_BEST}),
-    "the course's own best_span": (((body("best_span"), '''    import bertcourse.heads
-    allowed = torch.tensor([s == 1 for s in sequence_ids])
+    "the course's own best_span": ((("import torch\n", "import torch\n\nimport bertcourse.heads\n"),
+                                    (body("best_span"), '''    allowed = torch.tensor([s == 1 for s in sequence_ids])
     start, end, _ = bertcourse.heads.best_span(start_logits, end_logits, allowed, max_answer_tokens)
     return int(start), int(end)
 '''),), SPANS | {W_BEST, W_OFFSETS, W_LEGAL}, {CHARS}),
