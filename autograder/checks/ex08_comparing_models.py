@@ -501,8 +501,8 @@ def assert_rows(got: torch.Tensor, expected: torch.Tensor, seeds, slack: float, 
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
-                   feedback="return one row per seed, in the order of `seeds`, and in it, for each evaluation "
-                            "example, whether the model's top class (argmax of the logits) is its label")
+                   feedback="one row per seed, in the order of `seeds`, and in it, for each evaluation example, "
+                            "whether the model's most likely class is its label: right/wrong, not the predictions")
 def test_rows_are_each_seeds_correctness(student):
     seeds = [1, 2, 3]
     got = student_rows(student, seeds, lr=0.0, init_seed=0)
@@ -511,8 +511,8 @@ def test_rows_are_each_seeds_correctness(student):
 
 
 @pytest.mark.check(cell="finetune_checks", points=2.0,
-                   feedback="each seed gets a NEW model, built right after torch.manual_seed(seed): seed every "
-                            "model, not only the first, and never carry a model over to the next seed")
+                   feedback="each seed gets a new model whose initial weights come from that seed (the spec's order: "
+                            "seed, then build): seeding once for all runs, or carrying a model over, ties the seeds")
 def test_each_model_initialised_from_its_seed(student):
     seeds = [7, 3, 7]
     got = student_rows(student, seeds, lr=0.0)
@@ -520,8 +520,8 @@ def test_each_model_initialised_from_its_seed(student):
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
-                   feedback="evaluate in eval mode (model.eval(), and torch.no_grad()): dropout left on makes "
-                            "the predictions random")
+                   feedback="the evaluation ran with dropout still on (the model left in training mode): its "
+                            "predictions are random draws, not the model's")
 def test_evaluated_in_eval_mode(student):
     seeds = [1, 2]
     got = student_rows(student, seeds, lr=0.0, dropout=0.5, init_seed=0)
@@ -530,8 +530,9 @@ def test_evaluated_in_eval_mode(student):
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
-                   feedback="each epoch goes through the batches in an order drawn with torch.randperm from a "
-                            "generator of this seed's own (torch.Generator().manual_seed(seed)), made once per seed")
+                   feedback="the batch order must follow the spec's recipe: a private random generator per seed, "
+                            "made once, one fresh permutation per epoch; the global generator or a fixed order ties "
+                            "the runs to each other")
 def test_data_order_drawn_from_each_seed(student):
     seeds = [5, 9]
     got = student_rows(student, seeds, lr=0.5, init_seed=0)
@@ -540,8 +541,8 @@ def test_data_order_drawn_from_each_seed(student):
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
-                   feedback="put the model in training mode (model.train()) before training: a model may arrive "
-                            "in eval mode, as from_pretrained returns it, and dropout must be on while it learns")
+                   feedback="the model trained in the mode it arrived in: a model may come in evaluation mode, as "
+                            "a loaded checkpoint does, and dropout must be on while it learns")
 def test_trained_in_training_mode(student):
     seeds = [5]
     got = student_rows(student, seeds, lr=0.5, dropout=0.5, training=False, init_seed=0)
