@@ -363,8 +363,8 @@ def test_token_f1_matches_reference(student):
 
 
 @pytest.mark.check(cell="squad_checks", points=1.0,
-                   feedback="the overlap is a multiset (Counter(pred) & Counter(ref)): a repeated token counts once "
-                   "per copy, not once")
+                   feedback="the overlap is a multiset intersection: a token repeated in both answers matches as many "
+                   "times as it occurs in both, not once as in a set (lesson 5, section 2)")
 def test_token_f1_counts_repeated_tokens(student):
     for prediction, ref in (("cat cat", "cat"), ("b b c x", "b b d"), ("go go go", "go go"), ("x y", "y y x")):
         got = number(student.call("token_f1", prediction, [ref]), "token_f1")
@@ -487,8 +487,8 @@ def test_bootstrap_pairs_labels_and_predictions(student):
 
 
 @pytest.mark.check(cell="bootstrap_checks", points=1.0,
-                   feedback="draw from your own generator seeded with `seed` (random.Random(seed), a torch.Generator): "
-                   "same seed, same interval; never the global one")
+                   feedback="same seed, same interval, and another seed another interval: draw from a generator of your "
+                   "own made from `seed`; reseeding the global one changes what the rest of the program draws")
 def test_bootstrap_seed(student):
     n, correct = 400, 300
     y_true, y_pred = accuracy_data(n, correct, 6)
