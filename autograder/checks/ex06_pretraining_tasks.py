@@ -347,8 +347,9 @@ _no_ties()
 
 
 @pytest.mark.check(cell="noise_mask_checks", points=1.0,
-                   feedback="exactly round(length * noise_density) noise tokens (at least 1, at most length - 1) "
-                   "in exactly round(noise tokens / mean_noise_span_length) spans (at least 1)")
+                   feedback="the counts are fixed, not random: length times noise_density noise tokens, rounded (at least 1, "
+                   "at most length - 1), in the noise tokens divided by mean_noise_span_length spans, rounded (at "
+                   "least 1)")
 def test_noise_mask_exact_counts(student):
     for case_index, (length, density, mean) in enumerate(MASK_CASES):
         noise, spans = noise_counts(length, density, mean)
