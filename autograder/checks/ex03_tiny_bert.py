@@ -154,8 +154,9 @@ def test_embeddings_dropout_only_in_training(student):
 @pytest.mark.check(
     cell="embeddings_checks",
     points=1.0,
-    feedback="use the constructor's arguments: nn.Embedding(max_seq_len, d_model) for positions, "
-    "nn.Embedding(type_vocab_size, d_model) for segments and nn.LayerNorm(d_model, eps=layer_norm_eps)",
+    feedback="every size and constant comes from the constructor's arguments: the position table has max_seq_len "
+    "rows, the segment table type_vocab_size rows, the LayerNorm uses layer_norm_eps; a fixed value is right only "
+    "for the defaults",
 )
 def test_embeddings_use_their_constructor_arguments(student):
     config = dataclasses.replace(CONFIG, max_seq_len=MAX_LEN - 3, type_vocab_size=3, layer_norm_eps=BIG_EPS)
@@ -456,8 +457,8 @@ def test_head_logits_only_at_selected_positions(student):
 @pytest.mark.check(
     cell="mlm_head_checks",
     points=1.0,
-    feedback="the head's LayerNorm must use the layer_norm_eps it is given: nn.LayerNorm(d_model, "
-    "eps=layer_norm_eps)",
+    feedback="the head's LayerNorm must use the layer_norm_eps it is given, not LayerNorm's own default "
+    "epsilon",
 )
 def test_head_uses_layer_norm_eps(student):
     eps = 1.0  # GELU(dense(h)) has a variance of ~1 here: this eps changes the logits by far more than TOL
@@ -471,8 +472,8 @@ def test_head_uses_layer_norm_eps(student):
 @pytest.mark.check(
     cell="mlm_head_checks",
     points=1.0,
-    feedback="the decoder's weight must BE the token embedding's Parameter (self.decoder.weight = "
-    "token_embedding.weight), not a copy and not a tensor sharing its storage",
+    feedback="the decoder's weight must BE the token embedding's Parameter, the same object: not a copy and not "
+    "another tensor sharing its storage (lesson 3, section 3)",
 )
 def test_head_decoder_is_the_embedding_parameter(student):
     embedding = student.call("Embedding", VOCAB, D_MODEL)
@@ -487,7 +488,8 @@ def test_head_decoder_is_the_embedding_parameter(student):
     cell="mlm_head_checks",
     points=1.0,
     feedback="training through the head must update the token embedding (the tie must carry the decoder's "
-    "gradient: no copy, no .detach(), no .data) and the output bias (an nn.Parameter)",
+    "gradient: no copy, no .detach(), no .data) and the output bias, which must be a learnable parameter of the "
+    "head, not a plain tensor",
 )
 def test_head_training_updates_the_embedding(student):
     reference, embedding, head, student_embedding, hidden, _ = head_setup(student, seed=33)

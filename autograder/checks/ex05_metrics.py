@@ -68,6 +68,13 @@ def close(got, expected) -> bool:
     return abs(got - expected) <= TOL
 
 
+def shown(value) -> str:
+    """What the student's code returned, for a failure's message: numbers to 4 significant digits."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return f"{value:.4g}" if isinstance(value, float) else repr(value)
+
+
 def matrix(value) -> list[list[int]]:
     """A (K, K) tensor or list of lists of counts as a nested list of ints."""
     if isinstance(value, torch.Tensor):
@@ -155,7 +162,9 @@ def reference_prf(y_true, y_pred, **kwargs) -> list:
 def test_per_class_scores_match_reference(student):
     for y_true, y_pred in random_cases(10, base_seed=200):
         got = student_prf(student, y_true, y_pred, average=None)
-        assert close(got, reference_prf(y_true, y_pred, average=None)), "a per-class value differs"
+        assert close(got, reference_prf(y_true, y_pred, average=None)), (
+            f"on {len(y_true)} examples of the classes {sorted(set(y_true) | set(y_pred), key=str)} average=None "
+            f"returned precision, recall, F1 {shown(got)}")
 
 
 @pytest.mark.check(cell="prf_checks", points=1.0,
@@ -175,7 +184,9 @@ def test_labels_from_both_sequences(student):
 def test_macro_average(student):
     for y_true, y_pred in random_cases(8, base_seed=300):
         got = student_prf(student, y_true, y_pred, average="macro")
-        assert close(got[:2], reference_prf(y_true, y_pred, average="macro")[:2]), "macro precision or recall differs"
+        assert close(got[:2], reference_prf(y_true, y_pred, average="macro")[:2]), (
+            f"on {len(y_true)} examples of {len(set(y_true) | set(y_pred))} classes average='macro' returned "
+            f"precision {shown(got[0])} and recall {shown(got[1])}")
 
 
 @pytest.mark.check(cell="prf_checks", points=1.0,
@@ -184,7 +195,8 @@ def test_macro_average(student):
 def test_macro_f1_is_mean_of_per_class_f1(student):
     for y_true, y_pred in random_cases(8, base_seed=400):
         got = student_prf(student, y_true, y_pred, average="macro")
-        assert close(got[2], reference_prf(y_true, y_pred, average="macro")[2]), "macro-F1 differs"
+        assert close(got[2], reference_prf(y_true, y_pred, average="macro")[2]), (
+            f"average='macro' returned F1 {shown(got[2])} beside precision {shown(got[0])} and recall {shown(got[1])}")
 
 
 @pytest.mark.check(cell="prf_checks", points=1.0,
@@ -192,11 +204,12 @@ def test_macro_f1_is_mean_of_per_class_f1(student):
 def test_micro_average(student):
     for i, (y_true, y_pred) in enumerate(random_cases(6, base_seed=500)):
         got = student_prf(student, y_true, y_pred, average="micro")
-        assert close(got, reference_prf(y_true, y_pred, average="micro")), "micro scores differ"
+        assert close(got, reference_prf(y_true, y_pred, average="micro")), (
+            f"on {len(y_true)} examples average='micro' returned precision, recall, F1 {shown(got)}")
         subset = sorted(set(y_true), key=str)[: 2 + i % 2]  # micro over some classes only is not accuracy
         got = student_prf(student, y_true, y_pred, average="micro", labels=subset)
         assert close(got, reference_prf(y_true, y_pred, average="micro", labels=subset)), (
-            "micro scores over a labels= subset differ")
+            f"average='micro' over labels={subset} only (not every class) returned precision, recall, F1 {shown(got)}")
 
 
 @pytest.mark.check(cell="prf_checks", points=1.0,
@@ -205,7 +218,8 @@ def test_micro_average(student):
 def test_weighted_average(student):
     for y_true, y_pred in random_cases(8, base_seed=600):
         got = student_prf(student, y_true, y_pred, average="weighted")
-        assert close(got, reference_prf(y_true, y_pred, average="weighted")), "weighted scores differ"
+        assert close(got, reference_prf(y_true, y_pred, average="weighted")), (
+            f"on {len(y_true)} examples average='weighted' returned precision, recall, F1 {shown(got)}")
 
 
 @pytest.mark.check(cell="prf_checks", points=1.0,
@@ -316,14 +330,16 @@ def normalized(student, text: str) -> str:
 def test_normalize_answer_each_step(student):
     for text in ("HELLO World", "don't, stop! (now)", "a cat and the hat an apple", "another theory, thermal",
                  "x\t y  \n z ", "banana the  thesis a"):
-        assert normalized(student, text) == reference.normalize_answer(text), "a step of the normalisation is missing"
+        got = normalized(student, text)
+        assert got == reference.normalize_answer(text), f"normalize_answer({text!r}) returned {got!r}"
 
 
 @pytest.mark.check(cell="squad_checks", points=1.0,
                    feedback="the steps go in the official order: lower-case, punctuation, articles, whitespace")
 def test_normalize_answer_step_order(student):
     for text in ("The-End", "The Beatles", "a.m. and p.m.", "x a y", "An (the) apple"):
-        assert normalized(student, text) == reference.normalize_answer(text), "the steps are not in the official order"
+        got = normalized(student, text)
+        assert got == reference.normalize_answer(text), f"normalize_answer({text!r}) returned {got!r}"
 
 
 @pytest.mark.check(cell="squad_checks", points=1.0,
@@ -332,8 +348,8 @@ def test_normalize_answer_step_order(student):
 def test_normalize_answer_unicode(student):
     for text in ("\u201cQuoted\u201d \u2014 Text", "x\u00a0y\u2003z", "\u00dcber the CAF\u00c9", "the\u201cend\u201d",
                  "\u00bfQu\u00e9?"):
-        assert normalized(student, text) == reference.normalize_answer(text), (
-            "unicode text is not normalised as in v1.1")
+        got = normalized(student, text)
+        assert got == reference.normalize_answer(text), f"normalize_answer({text!r}) returned {got!r}"
 
 
 @pytest.mark.check(cell="squad_checks", points=1.0,
@@ -343,7 +359,7 @@ def test_exact_match_best_normalised_reference(student):
                              ("Lyon", ["Paris", "Marseille"]), ("an  apple", ["Apple", "pear"]),
                              ("red", ["blue", "green", "RED"])):
         got = number(student.call("exact_match", prediction, refs), "exact_match")
-        assert got == reference.exact_match(prediction, refs), "an exact match is not scored right"
+        assert got == reference.exact_match(prediction, refs), f"exact_match({prediction!r}, {refs!r}) returned {got:g}"
 
 
 def random_answer(rng: random.Random) -> str:
@@ -359,16 +375,18 @@ def test_token_f1_matches_reference(student):
     for _ in range(25):
         prediction, refs = random_answer(rng), [random_answer(rng)]
         got = number(student.call("token_f1", prediction, refs), "token_f1")
-        assert abs(got - reference.token_f1(prediction, refs)) <= TOL, "a token F1 differs"
+        assert abs(got - reference.token_f1(prediction, refs)) <= TOL, (
+            f"token_f1({prediction!r}, {refs!r}) returned {got:.4g}")
 
 
 @pytest.mark.check(cell="squad_checks", points=1.0,
-                   feedback="the overlap is a multiset (Counter(pred) & Counter(ref)): a repeated token counts once "
-                   "per copy, not once")
+                   feedback="the overlap is a multiset intersection: a token repeated in both answers matches as many "
+                   "times as it occurs in both, not once as in a set (lesson 5, section 2)")
 def test_token_f1_counts_repeated_tokens(student):
     for prediction, ref in (("cat cat", "cat"), ("b b c x", "b b d"), ("go go go", "go go"), ("x y", "y y x")):
         got = number(student.call("token_f1", prediction, [ref]), "token_f1")
-        assert abs(got - reference.token_f1(prediction, [ref])) <= TOL, "repeated tokens are not counted right"
+        assert abs(got - reference.token_f1(prediction, [ref])) <= TOL, (
+            f"token_f1({prediction!r}, [{ref!r}]) returned {got:.4g}")
 
 
 @pytest.mark.check(cell="squad_checks", points=1.0,
@@ -377,7 +395,8 @@ def test_token_f1_best_reference(student):
     for prediction, refs in (("cat sat", ["dog", "the cat sat"]), ("old mat", ["mat", "a red mat", "old"]),
                              ("red cat", ["cat", "red", "blue"])):
         got = number(student.call("token_f1", prediction, refs), "token_f1")
-        assert abs(got - reference.token_f1(prediction, refs)) <= TOL, "several references are not scored right"
+        assert abs(got - reference.token_f1(prediction, refs)) <= TOL, (
+            f"token_f1({prediction!r}, {refs!r}) returned {got:.4g}")
 
 
 @pytest.mark.check(cell="squad_checks", points=1.0,
@@ -410,7 +429,8 @@ def test_pass_at_k_unbiased(student):
     for n in range(2, 11):
         for c in range(1, n):
             for k in range(2, n - c + 1):
-                assert abs(student_pass(student, n, c, k) - exact_pass_at_k(n, c, k)) <= TOL, "a pass@k differs"
+                value = student_pass(student, n, c, k)
+                assert abs(value - exact_pass_at_k(n, c, k)) <= TOL, f"pass_at_k({n}, {c}, {k}) returned {value:.6g}"
 
 
 @pytest.mark.check(cell="pass_at_k_checks", points=1.0,
@@ -420,7 +440,7 @@ def test_pass_at_k_large_n(student):
     for n, c, k in ((200, 13, 10), (200, 1, 100), (5000, 300, 200), (10_000, 37, 1000), (10_000, 9000, 100)):
         value = student_pass(student, n, c, k)
         diagnose_biased_pass_at_k(value, n, c, k)
-        assert abs(value - exact_pass_at_k(n, c, k)) <= TOL, "a large-n pass@k differs"
+        assert abs(value - exact_pass_at_k(n, c, k)) <= TOL, f"pass_at_k({n}, {c}, {k}) returned {value:.6g}"
 
 
 def diagnose_biased_pass_at_k(value: float, n: int, c: int, k: int) -> None:
@@ -439,7 +459,8 @@ def test_pass_at_k_edge_cases(student):
         "not credited until pass@k is right on an ordinary case")
     for n, c, k, expected in ((10, 0, 3, 0.0), (10, 10, 1, 1.0), (10, 8, 3, 1.0), (6, 1, 6, 1.0), (6, 0, 6, 0.0),
                               (1, 1, 1, 1.0)):
-        assert abs(student_pass(student, n, c, k) - expected) <= TOL, "an edge case of pass@k is wrong"
+        value = student_pass(student, n, c, k)
+        assert abs(value - expected) <= TOL, f"pass_at_k({n}, {c}, {k}) returned {value:.6g}"
 
 
 # ----------------------------------------------------------------------------- part 6: bootstrap_ci
@@ -487,8 +508,8 @@ def test_bootstrap_pairs_labels_and_predictions(student):
 
 
 @pytest.mark.check(cell="bootstrap_checks", points=1.0,
-                   feedback="draw from your own generator seeded with `seed` (random.Random(seed), a torch.Generator): "
-                   "same seed, same interval; never the global one")
+                   feedback="same seed, same interval, and another seed another interval: draw from a generator of "
+                   "your own made from `seed`; reseeding the global one changes what the rest of the program draws")
 def test_bootstrap_seed(student):
     n, correct = 400, 300
     y_true, y_pred = accuracy_data(n, correct, 6)

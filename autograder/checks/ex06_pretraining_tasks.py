@@ -359,8 +359,9 @@ _no_ties()
 
 
 @pytest.mark.check(cell="noise_mask_checks", points=1.0,
-                   feedback="exactly round(length * noise_density) noise tokens (at least 1, at most length - 1) "
-                   "in exactly round(noise tokens / mean_noise_span_length) spans (at least 1)")
+                   feedback="the counts are fixed, not random: length times noise_density noise tokens, rounded (at "
+                   "least 1, at most length - 1), in the noise tokens divided by mean_noise_span_length spans, "
+                   "rounded (at least 1)")
 def test_noise_mask_exact_counts(student):
     for case_index, (length, density, mean) in enumerate(MASK_CASES):
         noise, spans = noise_counts(length, density, mean)
@@ -484,7 +485,9 @@ def test_sentinels_numbered_in_order(student):
 def test_targets_end_with_the_final_sentinel(student):
     for tokens, mask in corrupt_cases() + [([7, 8, 9], [False, False, False])]:
         inputs, targets = call_corrupt(student, tokens, mask)
-        assert targets and targets[-1] in SENTINELS, "the targets do not end with a sentinel"
+        assert targets and targets[-1] in SENTINELS, (
+            f"the targets end with {targets[-1]}, an id that is no sentinel" if targets else
+            "the targets are empty: even the closing sentinel is missing")
         assert len(sentinel_positions(targets)) == len(sentinel_positions(inputs)) + 1, (
             "the targets do not hold one sentinel more than the inputs")
 

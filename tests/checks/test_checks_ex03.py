@@ -16,9 +16,9 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from check_proofs import stubbed
+from check_proofs import assert_reasons_say_more, stubbed
 
-from bertcourse.authoring.proofs import run_check_module
+from bertcourse.authoring.proofs import grade_source, run_check_module
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
 
@@ -499,7 +499,10 @@ WRONG = {
 @pytest.mark.parametrize("name", list(WRONG))
 def test_each_misconception_fails_its_check(name):
     source, expected_failures = WRONG[name]
-    results = run_check_module(CHECKS, source)
+    result = grade_source(ROOT / CHECKS, source)
+    assert not result.error, result.error
+    results = {c.name: c.passed for c in result.checks}
+    assert_reasons_say_more(result, name)
     failed = {check for check, passed in results.items() if not passed}
     assert expected_failures <= failed, f"{name}: expected {expected_failures} to fail, failed: {failed}"
     # a mistake in one part must not cost points in another part

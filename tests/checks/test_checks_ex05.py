@@ -473,10 +473,39 @@ def test_the_hint_for_a_biased_pass_at_k_is_about_sampling_not_overflow():
     replacement, gets the hint about that instead (a hint chosen from what the code did), and code that
     does overflow keeps the check's own hint."""
     from bertcourse.authoring.proofs import grade_source
+    from bertcourse.grading.report import format_result
 
-    biased = grade_source(CHECKS, wrong_entry(WRONG["biased pass@k"])[0], only={"test_pass_at_k_large_n"})
+    biased = grade_source(CHECKS, wrong_entry(WRONG["biased pass@k"])[0],
+                          only={"test_pass_at_k_large_n", "test_pass_at_k_unbiased"})
     hint = biased.check("test_pass_at_k_large_n").feedback
     assert "WITH replacement" in hint and "float" not in hint, hint
+    report = format_result(biased)  # what the student reads: no overflow anywhere, the failing case named
+    assert "float" not in report and "differs" not in report, report
+    assert re.search(r"why:  pass_at_k\(\d+, \d+, \d+\) returned 0\.\d+", report), report
     floats = grade_source(CHECKS, wrong_entry(WRONG["pass@k from float factorials"])[0],
                           only={"test_pass_at_k_large_n"})
     assert "do not fit in a float" in floats.check("test_pass_at_k_large_n").feedback
+
+
+def test_the_visible_large_n_hint_follows_what_small_n_showed():
+    """The visible large-n check speaks of binomials too big for a float only when small n is right: a
+    with-replacement formula, wrong at every size, is sent back to the pass@2 check (issue 26)."""
+    import contextlib
+    import io
+    import math
+
+    from check_proofs import notebook_cells
+
+    cell = next("".join(c["source"]) for c in notebook_cells(NOTEBOOK)
+                if c["metadata"].get("nbgrader", {}).get("grade_id") == "pass_at_k_checks")
+    shown = {}
+    for name, body in (("biased", "1 - (1 - c / n) ** k"),
+                       ("float factorials", "1 - math.factorial(n - c) / math.factorial(n - c - k) "
+                        "* math.factorial(n - k) / math.factorial(n) if n - c >= k else 1.0")):
+        namespace = {"math": math}
+        exec(f"def pass_at_k(n, c, k):\n    return {body}\n", namespace)
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(cell, namespace)
+        shown[name] = out.getvalue()
+    assert "fix that first" in shown["biased"] and "float" not in shown["biased"], shown["biased"]
+    assert "far beyond a float" in shown["float factorials"], shown["float factorials"]

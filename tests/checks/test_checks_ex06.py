@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pytest
 from check_proofs import (
+    ROOT,
     assert_contains_hidden_range,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
+    assert_reasons_say_more,
     assert_release_scores_zero,
     assert_scores_zero,
-    check_outcomes,
     graded_cells,
     reference_source,
     stubbed,
@@ -23,6 +24,8 @@ from check_proofs import (
     visible_cell,
     wrong_entry,
 )
+
+from bertcourse.authoring.proofs import grade_source
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
 
@@ -457,7 +460,10 @@ def test_rounds_hold_every_misconception_once():
 def test_each_misconception_fails_its_checks_and_only_those_aimed_at_it(names):
     source = apply([edit for name in names for edit in wrong_entry(WRONG[name])[0]])
     entries = {name: wrong_entry(WRONG[name])[1:] for name in names}
-    results = check_outcomes(CHECKS, source, only=set().union(*(t | m for t, m in entries.values())))
+    result = grade_source(ROOT / CHECKS, source, only=set().union(*(t | m for t, m in entries.values())))
+    assert not result.error, result.error
+    results = {c.name: c.passed for c in result.checks}
+    assert_reasons_say_more(result, ", ".join(names))
     for name, (targeted, must_pass) in entries.items():
         still_passing = sorted(check for check in targeted if results[check])
         assert not still_passing, f"{name!r} passes {still_passing}"

@@ -15,6 +15,7 @@ from check_proofs import (
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
+    assert_reasons_say_more,
     assert_release_scores_zero,
     assert_scores_zero,
     check_outcomes,
@@ -172,6 +173,7 @@ def test_each_counting_misconception_fails_exactly_its_check_and_is_named(name):
     assert not result.error, result.error
     assert set(result.failed_checks()) == {check}, (name, result.failed_checks())
     assert named in result.check(check).message, result.check(check).message
+    assert_reasons_say_more(result, name)
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -203,6 +205,7 @@ def test_each_wrong_number_fails_exactly_its_check_with_its_misconception(name):
     assert not result.error, result.error
     assert set(result.failed_checks()) == {check}, (name, result.failed_checks())
     assert named in result.check(check).message, result.check(check).message
+    assert_reasons_say_more(result, name)
 
 
 # ----------------------------------------------------------------------------- multiple choice

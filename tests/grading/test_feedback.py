@@ -199,3 +199,28 @@ def test_check_labels_and_bertcourse_grade_says_a_shared_reason_once():
     assert "hint " not in report.replace("q hint", "")  # no hint about code that is not there
     assert "why:  `add` is not defined" in report and report.count("q hint") == 2
     assert "2 checks failed because: wrong answer" in report
+
+
+def test_a_why_line_says_what_the_check_name_does_not_or_is_left_out():
+    """Issue 26: a reason that repeats the check's label ("a pass@k differs" under "Pass at k unbiased") or only
+    says that the check failed is not printed; one that tells what the code did is (the instructor's feedback
+    pages print `why_line` too)."""
+    from bertcourse.grading.judge import BARE_ASSERT
+    from bertcourse.grading.report import format_result, why_line
+    from bertcourse.grading.results import CheckResult, NotebookResult
+
+    told = "pass_at_k(5000, 300, 200) returned 0.9871"
+    checks = [CheckResult("test_pass_at_k_unbiased", "pass_checks", 0.0, 1.0, False, "hint 1", "a pass@k differs"),
+              CheckResult("test_pass_at_k_edge_cases", "pass_checks", 0.0, 1.0, False, "hint 2",
+                          "an edge case of pass@k is wrong"),
+              CheckResult("test_q1_loss_positions", "pass_checks", 0.0, 1.0, False, "hint 3", BARE_ASSERT),
+              CheckResult("test_pass_at_k_large_n", "pass_checks", 0.0, 1.0, False, "hint 4", told),
+              CheckResult("test_bootstrap_seed", "pass_checks", 0.0, 1.0, False, "hint 5",
+                          "the same seed gave another interval")]
+    result = NotebookResult(notebook="metrics.ipynb", exercise=EXERCISE, checks=checks)
+    result.total()
+    report = format_result(result)
+    assert [line.strip() for line in report.splitlines() if "why:" in line] == [
+        f"why:  {told}", "why:  the same seed gave another interval"], report
+    assert all(f"hint: hint {i}" in report for i in range(1, 6))  # the hints stay
+    assert [why_line(c) for c in checks] == ["", "", "", told, "the same seed gave another interval"]

@@ -258,10 +258,10 @@ def test_the_embedding_sum_is_asked_once():
 
 # ----------------------------------------------------------------------------- hints that teach (issue 24)
 
-# Exercises whose hints were rewritten to name the property and the misconception, never the line. The others
-# (ex03, ex05, ex06, ex07) still have hints that quote code: add an id here once they are rewritten.
-HINTS_WITHOUT_CODE = {"ex01-masking", "ex02-whole-word-masking", "ex04-finetuning", "ex08-comparing-models",
-                      "ex09-tagging-and-qa"}
+# Exercises whose hints were rewritten to name the property and the misconception, never the line: every exercise
+# (a new one joins once its hints are written that way).
+HINTS_WITHOUT_CODE = {"ex01-masking", "ex02-whole-word-masking", "ex03-tiny-bert", "ex04-finetuning", "ex05-metrics",
+                      "ex06-pretraining-tasks", "ex07-self-test", "ex08-comparing-models", "ex09-tagging-and-qa"}
 # Called names that are code, not English, when they appear as a bare word in a hint.
 CODE_WORDS = {"argsort", "argmax", "cumsum", "randint", "randperm", "unsqueeze", "nonzero", "isin", "bincount",
               "multinomial", "bernoulli", "quantile", "logsumexp", "nanmean"}
@@ -344,8 +344,10 @@ def test_no_hint_writes_the_code_of_the_solution(exercise):
 
 def test_the_code_scan_sees_the_code_that_hints_used_to_write():
     """The scan is not vacuous: the hints the course had before issue 24 all trip it."""
-    ex01, ex02, ex04 = (next(e for e in EXERCISES if e.id == name)
-                        for name in ("ex01-masking", "ex02-whole-word-masking", "ex04-finetuning"))
+    ex01, ex02, ex03, ex04, ex05, ex06 = (
+        next(e for e in EXERCISES if e.id == name)
+        for name in ("ex01-masking", "ex02-whole-word-masking", "ex03-tiny-bert", "ex04-finetuning", "ex05-metrics",
+                     "ex06-pretraining-tasks"))
     old = {
         ex01: ["labels = torch.where(selected, input_ids, -100): the original id",
                "select with probability select_prob: torch.rand(shape, generator=generator) < select_prob",
@@ -355,6 +357,16 @@ def test_the_code_scan_sees_the_code_that_hints_used_to_write():
                "`tensor.gather(1, word_ids.clamp(min=0))` spreads a per-word decision"],
         ex04: ["self.encoder = encoder; self.dropout = nn.Dropout(dropout)", "return loss.item(): the loss computed",
                "call model.train() first", "optimizer.zero_grad() before the backward pass"],
+        ex03: ["apply self.norm to the sum of the three embeddings, then self.dropout",
+               "masked_fill a zero tensor with torch.finfo(torch.float32).min where attention_mask == 0",
+               "assign the Parameter itself: self.decoder.weight = token_embedding.weight",
+               "F.cross_entropy(logits, labels[labels != -100]) on the selected rows"],
+        ex05: ["return 0.0 when the denominator is 0", "overlap = Counter(pred) & Counter(ref): 'cat' overlaps once",
+               "draw from your own generator made from `seed`, e.g. rng = random.Random(seed)"],
+        ex06: ["for each document, for i in range(len(doc) - 1): one pair whose first sentence is doc[i]",
+               "num_noise = round(length * noise_density)",
+               "corrupted = input_ids.clone(); corrupted[masked] = one token per row of logits",
+               "sample from torch.softmax(logits, dim=-1) with torch.multinomial(..., generator=generator)"],
     }
     for exercise, hints in old.items():
         fragments = code_fragments(solution(exercise))

@@ -86,13 +86,29 @@ def assert_caught(check_module: str, source: str, targeted: set[str], misconcept
                   must_pass: frozenset[str] = frozenset()) -> dict[str, bool]:
     """The checks aimed at a misconception must all fail an implementation that has it, and the checks in
     `must_pass` (properties it does not break) must pass it: other mistakes do not trip a check."""
-    results = check_outcomes(check_module, source, only=set(targeted) | set(must_pass))
+    result = grade_source(ROOT / check_module, source, only=set(targeted) | set(must_pass))
+    if result.error:
+        raise AssertionError(f"grading {check_module} did not run: {result.error}")
+    results = {c.name: c.passed for c in result.checks}
     assert set(targeted) | set(must_pass) <= set(results), (set(targeted) | set(must_pass)) - set(results)
     still_passing = sorted(check for check in targeted if results[check])
     assert not still_passing, f"{misconception!r} passes {still_passing}"
     tripped = sorted(check for check in must_pass if not results[check])
     assert not tripped, f"{misconception!r} also fails {tripped}, which it does not break"
+    assert_reasons_say_more(result, misconception)
     return results
+
+
+def assert_reasons_say_more(result, misconception: str) -> None:
+    """Issue 26: the reason a check gives ("why:" under its hint) tells what the code did, or nothing (a bare
+    assert, which the report leaves out); never the check's name again ("a pass@k differs" under "Pass at k
+    unbiased"), which the report would have to drop."""
+    from bertcourse.grading.judge import BARE_ASSERT
+    from bertcourse.grading.report import why_line
+
+    restating = [(c.name, c.message) for c in result.checks
+                 if not c.passed and c.message and c.message != BARE_ASSERT and not why_line(c)]
+    assert not restating, f"{misconception!r}: reasons that only repeat their check's name: {restating}"
 
 
 def wrong_entry(entry: tuple) -> tuple[str, set[str], frozenset[str]]:

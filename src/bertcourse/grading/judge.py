@@ -169,6 +169,9 @@ def _result_of(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRepo
             "detail": "" if passed else _short(report.longreprtext, 4000)}
 
 
+BARE_ASSERT = "the result is not what was expected"  # a bare `assert x == y`: no reason (the report omits it)
+
+
 def _message(exc: BaseException) -> str:
     """What a student may read: the reason, never the check's source or expected values."""
     if isinstance(exc, (StudentError, WorkerLost, NotData)):
@@ -177,7 +180,7 @@ def _message(exc: BaseException) -> str:
         return "" if str(exc) == exc.hint else str(exc).split("\n", 1)[0].strip()  # the hint says it already
     if isinstance(exc, AssertionError):
         first = str(exc).split("\n", 1)[0].strip()
-        return first if first and not first.startswith("assert ") else "the result is not what was expected"
+        return first if first and not first.startswith("assert ") else BARE_ASSERT
     return f"{type(exc).__name__}: {_short(str(exc).splitlines()[0] if str(exc) else '', 300)}"
 
 

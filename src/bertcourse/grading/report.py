@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -35,6 +36,30 @@ def check_label(name: str) -> str:
             break
     text = " ".join(name.replace("_", " ").split())
     return text[:1].upper() + text[1:] if text else "check"
+
+
+# Words that say no more than "it failed": a reason made of these and the words of the check's own name ("a
+# pass@k differs" under "Pass at k unbiased", or the judge's "the result is not what was expected") restates
+# the label printed just above it.
+EMPTY_WORDS = frozenset(
+    "a an the of in on at to by for with and or as than it its this that these those is are was were be been not no "
+    "any some does do did has have got gave give what which right wrong correct incorrect differ differs different "
+    "mismatch expected result results value values return returned returns answer".split())
+
+
+def _words(text: str) -> set[str]:
+    """The lower-cased words of `text`, a plural `s` dropped (so that "cases" matches "case")."""
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in re.findall(r"[a-z0-9]+", text.lower())}
+
+
+def why_line(check: CheckResult) -> str:
+    """The reason printed under a failed check's hint: its message, unless that says nothing the check's name
+    does not (then nothing is printed rather than the label again). A reason tells what the code did: the
+    case it failed and what it returned, or the mistake recognised."""
+    message = check.message
+    if not message or not _words(message) - _words(check_label(check.name)) - EMPTY_WORDS:
+        return ""
+    return message
 
 
 def shared_messages(messages: Iterable[str]) -> dict[str, int]:
@@ -84,8 +109,8 @@ def format_result(result: NotebookResult, title: str = "") -> str:
         if not check.passed and not result.error:
             if check.feedback:
                 lines.append(f"       hint: {check.feedback}")
-            if check.message and check.message not in shared:
-                lines.append(f"       why:  {check.message}")
+            if why_line(check) and check.message not in shared:
+                lines.append(f"       why:  {why_line(check)}")
     if not result.error:
         lines.extend(f"{n} checks failed because: {message}" for message, n in shared.items())
     if result.notes:

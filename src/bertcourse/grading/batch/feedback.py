@@ -32,7 +32,7 @@ from pygments.token import STANDARD_TYPES
 
 from bertcourse.folders import write_atomic
 from bertcourse.grading.batch.records import Record
-from bertcourse.grading.report import check_label, not_written, shared_messages, unwritten_summary
+from bertcourse.grading.report import check_label, not_written, shared_messages, unwritten_summary, why_line
 from bertcourse.grading.results import CellRecord
 
 FEEDBACK_NAME = "feedback.html"
@@ -233,8 +233,8 @@ def part_html(record: Record, cell: str) -> str:
         else:
             mark = '<span class="bc-fail">failed</span>'
             text = _escape(check.feedback)
-            if check.message and check.message not in shared:
-                text += f"<br><i>{_escape(check.message)}</i>"
+            if why_line(check) and check.message not in shared:
+                text += f"<br><i>{_escape(why_line(check))}</i>"
         rows.append(f"<tr><td>{_escape(check_label(check.name))}</td><td>{mark}</td>"
                     f"<td class=pts>{check.points:g} / {check.max_points:g}</td><td>{text}</td></tr>")
     if len(written) < len(checks):
