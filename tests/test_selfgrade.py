@@ -75,13 +75,13 @@ def test_a_named_notebook_gets_exactly_the_report_of_bertcourse_grade(no_jupyter
     copy = no_jupyter / "my copy.ipynb"
     shutil.copy(ROOT / "solutions" / EX01.notebook, copy)
     report = grade_this_notebook("ex01-masking", notebook=copy)
-    assert report.ok and report.score == (22.0, 22.0), report.text
+    assert report.ok and report.score == (EX01.points, EX01.points), report.text
     assert str(copy) in report.graded and "as saved at" in report.graded
     capsys.readouterr()
     assert cli.main(["grade", str(copy), "--exercise", "ex01-masking"]) == 0
     assert report.text == capsys.readouterr().out.strip()
     html = report._repr_html_()
-    assert "score: 22/22" in html and "my copy.ipynb" in html
+    assert f"score: {EX01.points:g}/{EX01.points:g}" in html and "my copy.ipynb" in html
 
 
 @pytest.mark.slow
@@ -101,7 +101,7 @@ def test_colab_grades_the_live_notebook_from_outside_the_checkout(no_jupyter, mo
     monkeypatch.setenv("BERTCOURSE_ROOT", str(ROOT))  # what the Colab set-up cell sets
     report = grade_this_notebook("ex01-masking")
     assert requests == ["get_ipynb"]
-    assert report.ok and report.score == (0.0, 22.0), report.text
+    assert report.ok and report.score == (0.0, EX01.points), report.text
     assert "Colab" in report.graded and "unsaved edits included" in report.graded
     snapshot = Path(report.text.splitlines()[0].split("(", 1)[1].rstrip(")"))
     assert snapshot.name == "masking.ipynb" and not snapshot.exists(), "the snapshot must be removed"
