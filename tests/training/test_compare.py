@@ -208,7 +208,7 @@ def test_the_precision_of_compare_reaches_the_pretraining_it_starts(tmp_path, mo
     class Stop(Exception):
         pass
 
-    def pretraining(options):
+    def pretraining(options, **handed):
         asked.append(options)
         raise Stop
 
@@ -218,6 +218,67 @@ def test_the_precision_of_compare_reaches_the_pretraining_it_starts(tmp_path, mo
     with pytest.raises(Stop):  # and from the command line
         cli.main(["compare", "--profile", PROFILE, "--precision", "fp32", "--runs-dir", str(tmp_path), "--no-progress"])
     assert [(o.arch, o.precision, o.device) for o in asked] == [("bert", "bf16", "cpu"), ("bert", "fp32", None)]
+
+
+def test_compare_reads_course_yml_once_and_looks_the_profile_up_once(tmp_path, data_dir, monkeypatch):
+    """The profile is resolved once at compare's edge and handed down as the `Profile`: the pretrainings and every
+    fine-tuning run receive that object, and course.yml is parsed once. The training is faked (it is not what
+    is counted): the pretrainings write a checkpoint of a small tokenizer, the runs a predictions.tsv."""
+    import bertcourse.course
+    import bertcourse.training.finetune
+    import bertcourse.training.pretrain
+    from bertcourse.data import synthetic_sentences
+    from bertcourse.tokenizer import train_tokenizer
+    from bertcourse.training.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_NAME, save_checkpoint
+    from bertcourse.training.finetune import FinetuneResult
+
+    calls = {"parse_course": 0, "select_profile": 0, "Course.profile": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(bertcourse.course, "parse_course", counted("parse_course", bertcourse.course.parse_course))
+    monkeypatch.setattr(bertcourse.course, "select_profile",
+                        counted("select_profile", bertcourse.course.select_profile))
+    monkeypatch.setattr(bertcourse.course.Course, "profile",
+                        counted("Course.profile", bertcourse.course.Course.profile))
+    tokenizer = train_tokenizer(synthetic_sentences(300), 200, progress=False)
+    handed = []
+
+    def pretraining(options, *, profile_spec=None, **_):
+        handed.append((options.profile, profile_spec))
+        config = profile_spec.model.for_arch(options.arch, vocab_size=len(tokenizer))
+        save_checkpoint(Path(options.out_dir) / CHECKPOINT_NAME, {
+            "format": CHECKPOINT_FORMAT, "step": 1, "tokenizer": tokenizer.backend_tokenizer.to_str(),
+            "settings": {"model_config": config.to_dict(), "batch_size": profile_spec.pretrain.batch_size}})
+        (Path(options.out_dir) / "metrics.json").write_text(json.dumps(
+            {"history": {"step": [1]}, "final_eval": {"loss": 1.0, "accuracy": 0.0}}))
+
+    def finetuning(options, *, data=None, profile_spec=None):
+        handed.append((options.profile, profile_spec))
+        labels = data.validation_labels.tolist()
+        Path(options.out_dir).mkdir(parents=True)
+        rows = "".join(f"{i}\t{y}\t{(y + i) % 2}\t0.5\tx\n" for i, y in enumerate(labels))
+        header = "index\tlabel\tprediction\tp_positive\tsentence\n"
+        (Path(options.out_dir) / "predictions.tsv").write_text(header + rows)
+        scores = {"accuracy": 0.5, "macro_f1": 0.5, "mcc": 0.0, "trainable_parameters": 1, "parameters": 1,
+                  "train_seconds": 0.0, "history": {"eval_step": [], "eval_accuracy": []}}
+        return FinetuneResult(Path(options.out_dir), scores, np.full((len(labels), 2), 0.5))
+
+    monkeypatch.setattr(bertcourse.training.pretrain, "pretrain", pretraining)
+    monkeypatch.setattr(bertcourse.training.finetune, "finetune", finetuning)
+    monkeypatch.setattr(C, "write_results", lambda results, out: None)
+    bertcourse.course._load_cached.cache_clear()
+    results = C.compare(PROFILE, seeds=1, runs_dir=tmp_path / "runs", out=tmp_path / "out", data_dir=data_dir,
+                        progress=False)
+    assert len(results["rows"]) == 12 and len(handed) == 2 + 12
+    profile_spec = handed[0][1]
+    assert profile_spec is not None and profile_spec.name == PROFILE
+    assert all(name == PROFILE and spec is profile_spec for name, spec in handed), "a run got the profile by name"
+    assert calls == {"parse_course": 1, "select_profile": 1, "Course.profile": 1}
 
 
 # ----------------------------------------------------------------------------- end to end (cpu-quick)

@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,6 +65,9 @@ from bertcourse.training.compare_report import (
     seconds_text,
     write_results,
 )
+
+if TYPE_CHECKING:
+    from bertcourse.course import Profile
 
 COMPARE_FORMAT = "bertcourse-compare-1"
 BOOTSTRAP_RESAMPLES = 10_000
@@ -232,10 +235,11 @@ def _row(name: str, labels: np.ndarray, predicted: np.ndarray, per_seed: list[di
 
 def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = None, *, data_dir: Any = None,
                       source: str = "auto", device: str | None = None, precision: str = "auto",
-                      progress: bool = True) -> Path:
+                      progress: bool = True, profile_spec: Profile | None = None) -> Path:
     """The pretraining folder of `arch`, pretrained first when its metrics.json is missing (resumed when a
     checkpoint is there: a killed pretraining continues instead of starting over), in `precision` (as
-    `bertcourse pretrain --precision`; a resumed run keeps the one it started in, another is refused)."""
+    `bertcourse pretrain --precision`; a resumed run keeps the one it started in, another is refused).
+    `profile_spec`: the `Profile` named `profile` when the caller has resolved it (`compare`)."""
     from bertcourse.training.checkpoint import CHECKPOINT_NAME
     from bertcourse.training.pretrain import PretrainOptions, pretrain
 
@@ -244,7 +248,8 @@ def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = Non
         resume = (folder / CHECKPOINT_NAME).is_file()
         print(f"{'resuming' if resume else 'running'} the {arch} pretraining in {folder}")
         pretrain(PretrainOptions(arch=arch, profile=profile, out_dir=folder, data_dir=data_dir, source=source,
-                                 resume=resume, device=device, precision=precision, progress=progress))
+                                 resume=resume, device=device, precision=precision, progress=progress),
+                 profile_spec=profile_spec)
     return folder
 
 
@@ -287,13 +292,14 @@ def _predicted(folder: Path) -> np.ndarray:
                       comments=None)
 
 
-def _baselines(data: Any, labels: np.ndarray, counts: np.ndarray, data_dir: Any, source: str) -> list[dict]:
+def _baselines(data: Any, labels: np.ndarray, counts: np.ndarray, data_dir: Any, source: str,
+               course: Any) -> list[dict]:
     """Majority class and TF-IDF + LR, trained on the fine-tuning runs' rows of SST-2 train."""
     from bertcourse.data import column, load_sst2
     from bertcourse.evaluation import fit_tfidf_baseline
     from bertcourse.training.finetune import scores
 
-    train = load_sst2("train", data_dir, source)
+    train = load_sst2("train", data_dir, source, course)
     sentences = column(train, "sentence")
     train_x = [sentences[i] for i in data.train_rows]
     train_y = data.train_labels.tolist()
@@ -378,11 +384,13 @@ def public_cost(entry: Any, info: dict[str, Any], select_prob: float) -> dict[st
 def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, runs_dir: Path, *, spec: Any,
                select_prob: float, data_dir: Any, source: str, device: str | None, precision: str,
                progress: bool, after_run: Callable[[RunSpec, Any], None] | None = None,
-               max_steps: int | None = None) -> tuple[dict[str, Any], dict[RunSpec, tuple[dict, np.ndarray, Path]]]:
+               max_steps: int | None = None, profile_spec: Profile | None = None,
+               ) -> tuple[dict[str, Any], dict[RunSpec, tuple[dict, np.ndarray, Path]]]:
     """Fine-tune every regime x seed of each public checkpoint exactly as the course's rows (same training rows,
     same 872 sentences, same folders' format). Returns ({"requested", "skipped", "notice", "checkpoints"}, the
     finished runs by RunSpec); hub checkpoints that cannot be reached are skipped with ONE notice line.
-    `max_steps` stops each run early (tests), as `FinetuneOptions.max_steps`."""
+    `max_steps` stops each run early (tests), as `FinetuneOptions.max_steps`; `profile_spec`: the `Profile`
+    named `profile` when the caller has resolved it (`compare`)."""
     from bertcourse.training.finetune import FinetuneOptions, default_out_dir, encode_sst2, finetune
     from bertcourse.training.hf_checkpoints import HubUnreachable, load_pretrained
 
@@ -409,7 +417,7 @@ def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, run
                                           pretrained=checkpoint, data_dir=data_dir, source=source, device=device,
                                           precision=precision, progress=False, max_steps=max_steps)
                 options.out_dir = runs_dir / default_out_dir(options, profile).name
-                result = finetune(options, data=data)
+                result = finetune(options, data=data, profile_spec=profile_spec)
                 finished[run] = (result.metrics, _predicted(options.out_dir), options.out_dir)
                 if progress:
                     how = "reused" if result.model is None else f"{result.metrics['train_seconds']:.0f} s"
@@ -445,13 +453,14 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     if launched_by_torchrun():  # a second process group in the same torchrun processes hung when tried
         raise BertcourseError("`bertcourse compare` runs on one process: start it without torchrun (its "
                               "pretraining and single fine-tuning runs can use torchrun, README)")
-    from bertcourse.course import load_course, resolve_profile
+    from bertcourse.course import load_course, select_profile
     from bertcourse.training.finetune import FinetuneOptions, encode_sst2, finetune
 
     began = time.perf_counter()
     course = load_course()
-    profile = resolve_profile(profile, course)
-    spec = course.profile(profile).finetuning()
+    profile_spec = select_profile(profile, course)  # the one look-up of the profile; passed down from here
+    profile = profile_spec.name
+    spec = profile_spec.finetuning()
     seeds = spec.seeds if seeds is None else seeds
     if seeds < 1:
         raise CompareError(f"--seeds must be at least 1, got {seeds}")
@@ -459,7 +468,8 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
 
     folders = {arch: ensure_pretrained(arch, profile, runs_dir, data_dir=data_dir, source=source, device=device,
-                                       precision=precision, progress=progress) for arch in ARCHS}
+                                       precision=precision, progress=progress, profile_spec=profile_spec)
+               for arch in ARCHS}
     pretrained_seconds = time.perf_counter() - began
     saved = {arch: load_checkpoint(folder) for arch, folder in folders.items()}
     cost = {arch: pretraining_cost(folders[arch], saved[arch], course.masking.select_prob) for arch in ARCHS}
@@ -467,7 +477,8 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     for arch in ARCHS:
         if saved[arch]["tokenizer"] not in encoded:
             tokenizer = tokenizer_from_json(saved[arch]["tokenizer"])
-            encoded[saved[arch]["tokenizer"]] = encode_sst2(tokenizer, spec, data_dir=data_dir, source=source)
+            encoded[saved[arch]["tokenizer"]] = encode_sst2(tokenizer, spec, data_dir=data_dir, source=source,
+                                                            course=course)
     data = {arch: encoded[saved[arch]["tokenizer"]] for arch in ARCHS}
     del saved  # the checkpoints' optimizer states are not needed any more
 
@@ -480,7 +491,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
                                       profile=profile, pretrained=folders[run.arch] / CHECKPOINT_NAME,
                                       out_dir=folder, data_dir=data_dir, source=source, device=device,
                                       precision=precision, progress=False)
-            result = finetune(options, data=data[run.arch])
+            result = finetune(options, data=data[run.arch], profile_spec=profile_spec)
             finished[run] = (result.metrics, _predicted(folder), folder)
             how = "reused" if result.model is None else f"{result.metrics['train_seconds']:.0f} s"
             bar.write(f"[{number}/{len(plan)}] {run.row} seed {run.seed}: accuracy "
@@ -491,7 +502,8 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     chosen = resolve_public(list(public), course)
     public_summary, public_runs = run_public(
         chosen, profile, seeds, runs_dir, spec=spec, select_prob=course.masking.select_prob, data_dir=data_dir,
-        source=source, device=device, precision=precision, progress=progress, after_run=after_run)
+        source=source, device=device, precision=precision, progress=progress, after_run=after_run,
+        profile_spec=profile_spec)
     finished.update(public_runs)
     finetuned_seconds = time.perf_counter() - began - pretrained_seconds
 
@@ -548,7 +560,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
                      "bootstrap_seed": BOOTSTRAP_SEED, "runs_dir": str(runs_dir)},
         "statistics": {"interval": STATISTICS_INTERVAL, "test": STATISTICS_TEST},
         "rows": rows,
-        "baselines": _baselines(data["bert"], labels, counts, data_dir, source),
+        "baselines": _baselines(data["bert"], labels, counts, data_dir, source, course),
         "tests": tests,
         "pretraining": cost,
         "flops_formula": FLOPS_FORMULA,

@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 from bertcourse import metrics
 from bertcourse.classifier import SequenceClassifier, build_classifier, trainable_parameters
 from bertcourse.config import ARCHITECTURES, INITS, REGIMES, ModelConfig
-from bertcourse.course import FinetuneSpec, load_course, resolve_profile
+from bertcourse.course import Course, FinetuneSpec, Profile, given_profile, load_course, select_profile
 from bertcourse.data import column, load_corpus, load_sst2
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import write_atomic
@@ -99,7 +99,7 @@ class FinetuneOptions:
     regime: str = "full"  # full, probe or lora
     init: str = "pretrained"  # pretrained: the pretraining checkpoint's weights; scratch: random ones
     seed: int = 0
-    profile: str | None = None  # resolve_profile's rule
+    profile: str | None = None  # a name; None: select_profile's rule
     pooling: str | None = None  # default: cls for the BERT, last for the GPT
     pretrained: str | Path | None = None  # default runs/pretrain-ARCH-PROFILE/checkpoint.pt; or hf:ORG/NAME, a folder
     out_dir: str | Path | None = None  # default runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN
@@ -147,9 +147,10 @@ def sentence_rows(tokenizer: Any, texts: list[str], max_seq_len: int) -> list[li
 
 
 def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | None = None,
-                source: str = "auto") -> SST2Rows:
+                source: str = "auto", course: Course | None = None) -> SST2Rows:
     """Tokenize SST-2 once for a tokenizer (compare reuses it across runs)."""
-    train, validation = load_sst2("train", data_dir, source), load_sst2("validation", data_dir, source)
+    train = load_sst2("train", data_dir, source, course)
+    validation = load_sst2("validation", data_dir, source, course)
     chosen = list(range(len(train)))
     if spec.train_rows is not None and spec.train_rows < len(train):
         chosen = sorted(np.random.default_rng(0).permutation(len(train))[: spec.train_rows].tolist())
@@ -206,10 +207,12 @@ def _hf_starting_point(options: FinetuneOptions) -> tuple[dict, Any, dict]:
     return config, tokenizer, {"encoder": encoder, "info": info, "described": described}
 
 
-def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, source: str) -> tuple[dict, Any, dict]:
+def _starting_point(options: FinetuneOptions, profile_spec: Profile, data_dir: Any,
+                    source: str) -> tuple[dict, Any, dict]:
     """(model config dict, tokenizer, {"state": pretrained weights or None, "described": their identity or None})."""
     if is_hf_spec(options.pretrained):
         return _hf_starting_point(options)
+    profile = profile_spec.name
     path = Path(options.pretrained) if options.pretrained else default_pretrained(options.arch, profile)
     if path.is_dir():
         if not (path / CHECKPOINT_NAME).is_file() and options.pretrained:
@@ -228,10 +231,9 @@ def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, sourc
         raise FinetuneError(f"{path}: no pretraining checkpoint; run `bertcourse pretrain --arch {options.arch} "
                             f"--profile {profile}` first (or pass --pretrained PATH, or --init scratch)")
     course = load_course()  # scratch without a checkpoint: the profile's model and tokenizer (of its corpus)
-    spec = course.profile(profile)
-    corpus = load_corpus(course, data_dir=data_dir, source=source, profile=profile)
-    tokenizer = profile_tokenizer(profile, course, corpus, progress=options.progress)
-    config = spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
+    corpus = load_corpus(course, data_dir=data_dir, source=source, profile_spec=profile_spec)
+    tokenizer = profile_tokenizer(profile_spec, course, corpus, progress=options.progress)
+    config = profile_spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
     return config, tokenizer, {"state": None, "described": None}
 
 
@@ -403,8 +405,10 @@ def scores(labels: Any, predicted: Any, *, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = None) -> FinetuneResult:
-    """Run (or reuse) one fine-tuning run as `options` say. `data`: SST-2 already encoded (see compare)."""
+def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = None,
+             profile_spec: Profile | None = None) -> FinetuneResult:
+    """Run (or reuse) one fine-tuning run as `options` say. `data`: SST-2 already encoded (see compare);
+    `profile_spec`: the profile the caller resolved (the command, `compare`), instead of `options.profile`'s."""
     options = options or FinetuneOptions()
     if not is_hf_spec(options.pretrained):
         options = dataclasses.replace(options, arch=options.arch or "bert")
@@ -413,10 +417,11 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
         if value not in allowed:
             raise FinetuneError(f"--{name} must be one of {', '.join(allowed)}, got {value!r}")
     course = load_course()
-    profile = resolve_profile(options.profile, course)
-    spec = course.profile(profile).finetuning()
+    profile_spec = given_profile(options.profile, profile_spec, course)
+    profile = profile_spec.name
+    spec = profile_spec.finetuning()
     out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(options, profile)
-    config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
+    config_dict, tokenizer, start = _starting_point(options, profile_spec, options.data_dir, options.source)
     hf = start.get("info")  # a transformers checkpoint's description, None for the course's models
     if hf is not None:
         options = dataclasses.replace(options, arch=hf["arch"])
@@ -443,7 +448,7 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
 
     # every process encodes SST-2 itself (seconds; the token cache is written atomically), so that a split that
     # cannot work is refused before any process group is joined
-    data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
+    data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source, course=course)
     batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
     last_batch = len(data.train_ids) % batch_size or batch_size
     if processes.ddp and last_batch < processes.world_size:
@@ -538,13 +543,14 @@ def load_classifier(path: str | Path, device: str | torch.device = "cpu") -> tup
 
 def finetune_command(args: Any) -> int:
     """`bertcourse finetune`: one run; prints its accuracy and where its folder is."""
+    profile_spec = select_profile(args.profile)  # the one look-up of the profile; passed down from here
     options = FinetuneOptions(
-        arch=args.arch, regime=args.regime, init=args.init, seed=args.seed, profile=args.profile,
+        arch=args.arch, regime=args.regime, init=args.init, seed=args.seed, profile=profile_spec.name,
         pooling=args.pooling, pretrained=args.pretrained, out_dir=args.out, data_dir=args.data_dir,
         source=args.source, device=args.device, precision=args.precision, progress=not args.no_progress,
         max_steps=args.max_steps,
     )
-    result = finetune(options)
+    result = finetune(options, profile_spec=profile_spec)
     if not is_main_process():  # under torchrun: rank 0 prints
         return 0
     m = result.metrics
