@@ -25,7 +25,7 @@ the row on those same sentences and averages the K accuracies; the seeds stay fi
 the test-set part of the uncertainty and the sd the training-seed part. All rows share the same
 resamples. With K = 1 this is exactly `metrics.bootstrap_ci`'s accuracy interval (a test checks that the
 two agree); `bertcourse.metrics` itself resamples one prediction vector (or a pair), not K seeds of one
-model, which is why the resampling is written here.
+model, which is why the resampling is written apart, in `bertcourse.stats`.
 
 The paired tests (BERT vs GPT at the same regime and init; pretrained vs scratch at the same arch and
 regime) are a paired bootstrap over sentences AND seeds: each resample draws the sentences once for both
@@ -56,6 +56,15 @@ from bertcourse.errors import BertcourseError
 from bertcourse.folders import read_results
 from bertcourse.run_folders import finetuning_folder, pretraining_folder
 from bertcourse.run_folders import runs_dir as default_runs_dir
+from bertcourse.stats import (
+    ALPHA,
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    holm,
+    paired_seed_bootstrap,
+    seed_averaged_interval,
+    sentence_resamples,
+)
 from bertcourse.training.compare_report import (
     ARCHS,
     FLOPS_FORMULA,
@@ -70,9 +79,6 @@ if TYPE_CHECKING:
     from bertcourse.course import Profile
 
 COMPARE_FORMAT = "bertcourse-compare-1"
-BOOTSTRAP_RESAMPLES = 10_000
-ALPHA = 0.05
-BOOTSTRAP_SEED = 0
 
 # Published and measured reference points; GLUE's test labels are hidden, so the published numbers are
 # test-set scores from the GLUE server, not comparable point for point with validation accuracy.
@@ -143,65 +149,7 @@ def run_plan(seeds: int) -> list[RunSpec]:
             for seed in range(seeds)]
 
 
-# ----------------------------------------------------------------------------- statistics
-
-
-def sentence_resamples(n: int, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
-    """[n_resamples, n] int32: how many times each of n sentences occurs in each resample of n drawn with
-    replacement (a private generator: no global random state is used)."""
-    rng = np.random.default_rng(seed)
-    counts = np.empty((n_resamples, n), dtype=np.int32)
-    for start in range(0, n_resamples, 1000):  # bounded memory: 1,000 resamples of indices at a time
-        size = min(1000, n_resamples - start)
-        drawn = rng.integers(0, n, size=(size, n)) + np.arange(size)[:, None] * n
-        counts[start : start + size] = np.bincount(drawn.ravel(), minlength=size * n).reshape(size, n)
-    return counts
-
-
-def resampled_accuracy(correct: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """[K, B] accuracy of each of K seeds (`correct` [K, n], 0/1) on each resample (all seeds on the same one)."""
-    return (np.asarray(correct, dtype=np.int32) @ counts.T) / correct.shape[1]
-
-
-def seed_averaged_interval(correct: np.ndarray, counts: np.ndarray, alpha: float = ALPHA) -> list[float]:
-    """Percentile interval of the seed-averaged accuracy, the sentences resampled and the seeds held fixed."""
-    scores = resampled_accuracy(correct, counts).mean(0)
-    return [float(x) for x in np.quantile(scores, [alpha / 2, 1 - alpha / 2])]
-
-
-def paired_seed_bootstrap(correct_a: np.ndarray, correct_b: np.ndarray, counts: np.ndarray, *,
-                          alpha: float = ALPHA, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
-    """Two-sided paired bootstrap over sentences and seeds of "A and B have the same seed-averaged accuracy".
-
-    Each resample b uses the sentences `counts[b]` for both models and draws K_a seeds of A and K_b of B
-    with replacement; d*_b is the difference of their mean accuracies, d the observed difference, and
-    p = (1 + #{b : |d*_b - d| >= |d|}) / (1 + B) as in `metrics.paired_bootstrap_test` (which it equals in
-    distribution when K_a = K_b = 1). Integer counts keep ties exact.
-    """
-    rng = np.random.default_rng(seed)
-    n_resamples = counts.shape[0]
-    columns = np.arange(n_resamples)[:, None]
-    means = []
-    for correct in (correct_a, correct_b):
-        accuracies = resampled_accuracy(correct, counts)  # [K, B]
-        picked = rng.integers(0, len(correct), size=(n_resamples, len(correct)))
-        means.append(accuracies[picked, columns].mean(1))
-    diffs = means[0] - means[1]
-    observed = float(np.mean(correct_a) - np.mean(correct_b))
-    extreme = int(np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12))
-    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
-    return {"difference": observed, "interval": [float(low), float(high)], "p": (1 + extreme) / (1 + n_resamples)}
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error), in the order given."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted = [0.0] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
+# ----------------------------------------------------------------------------- rows of the table
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -600,6 +548,6 @@ def compare_command(args: Any) -> int:
 
 __all__ = [
     "ANCHORS", "COMPARE_FORMAT", "CompareError", "RESULTS_FIELDS", "RunSpec", "compare", "compare_command",
-    "ensure_pretrained", "holm", "load_results", "paired_seed_bootstrap", "pretraining_cost", "public_cost",
-    "resolve_public", "run_plan", "run_public", "seed_averaged_interval", "sentence_resamples",
+    "ensure_pretrained", "load_results", "pretraining_cost", "public_cost", "resolve_public", "run_plan",
+    "run_public",
 ]

@@ -307,7 +307,7 @@ def _tfidf_predictions(sentences: list[str], labels: list[int], validation: list
 
 def _row(name: str, kind: str, budget: int, labels: np.ndarray, predicted: np.ndarray, counts: np.ndarray,
          **extra: Any) -> dict[str, Any]:
-    from bertcourse.training.compare import seed_averaged_interval
+    from bertcourse.stats import seed_averaged_interval
 
     per_seed = (predicted == labels[None]).mean(1).tolist()
     accuracy = {"per_seed": per_seed, "mean": float(np.mean(per_seed)),
@@ -348,16 +348,8 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
 
     from bertcourse.course import load_course, select_profile
     from bertcourse.data import column, load_sst2
-    from bertcourse.training.compare import (
-        ALPHA,
-        BOOTSTRAP_RESAMPLES,
-        STATISTICS_INTERVAL,
-        STATISTICS_TEST,
-        ensure_pretrained,
-        holm,
-        paired_seed_bootstrap,
-        sentence_resamples,
-    )
+    from bertcourse.stats import ALPHA, BOOTSTRAP_RESAMPLES, holm, paired_seed_bootstrap, sentence_resamples
+    from bertcourse.training.compare import STATISTICS_INTERVAL, STATISTICS_TEST, ensure_pretrained
     from bertcourse.training.data_efficiency_report import write_results
     from bertcourse.training.devices import pick_device
     from bertcourse.training.finetune import encode_sst2, predict_rows, run_key
