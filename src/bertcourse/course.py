@@ -205,7 +205,7 @@ class Exercise:
 @dataclass(frozen=True)
 class PublicCheckpoint:
     """One entry of `public_checkpoints:`: a published model of a course shape, an optional row of
-    `bertcourse compare --public` and of the lessons (loaded by `bertcourse.training.hf_checkpoints`, online only).
+    `bertcourse compare --public` and of the lessons (loaded by `bertcourse.hf_checkpoints`, online only).
     `tokens_seen` is the paper's recipe worked out (an estimate, `recipe` says how), never measured here."""
 
     hub: str  # ORG/NAME on the Hugging Face hub

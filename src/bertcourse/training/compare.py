@@ -12,7 +12,7 @@
    (`bertcourse.evaluation.fit_tfidf_baseline`, unigrams, the lesson 5 recipe);
 4. optionally (`public=`, `--public`), the published checkpoints of course.yml's `public_checkpoints`
    (BERT-Tiny, BERT-Mini, Pythia-14M) or any transformers checkpoint, fine-tuned by exactly the same runs
-   with their own tokenizers (`bertcourse.training.hf_checkpoints`): one row per regime, tested against the course's
+   with their own tokenizers (`bertcourse.hf_checkpoints`): one row per regime, tested against the course's
    pretrained row of the same arch and regime. A hub that cannot be reached leaves them out with ONE notice;
 5. the statistics, the report and three figures.
 
@@ -288,7 +288,7 @@ STATISTICS_TEST = (
 def resolve_public(requested: list[str] | tuple[str, ...], course: Any) -> list[tuple[str, str, Any]]:
     """(name, spec, course.yml entry or None) for each requested name: a name of `public_checkpoints`, `hf:ORG/NAME`
     or a save_pretrained folder; `[]`-like "all" is the caller's (an empty list asks for nothing)."""
-    from bertcourse.training.hf_checkpoints import is_hf_spec, parse_spec
+    from bertcourse.hf_checkpoints import is_hf_spec, parse_spec
 
     chosen = []
     for item in requested:
@@ -339,8 +339,8 @@ def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, run
     finished runs by RunSpec); hub checkpoints that cannot be reached are skipped with ONE notice line.
     `max_steps` stops each run early (tests), as `FinetuneOptions.max_steps`; `profile_spec`: the `Profile`
     named `profile` when the caller has resolved it (`compare`)."""
+    from bertcourse.hf_checkpoints import HubUnreachable, load_pretrained
     from bertcourse.training.finetune import FinetuneOptions, default_out_dir, encode_sst2, finetune
-    from bertcourse.training.hf_checkpoints import HubUnreachable, load_pretrained
 
     summary: dict[str, Any] = {"requested": [name for name, _, _ in chosen], "skipped": [], "notice": None,
                                "checkpoints": {}}

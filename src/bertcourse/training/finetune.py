@@ -9,7 +9,7 @@ writes `runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN/`:
 - `predictions.tsv`: one line per validation sentence (label, prediction, P(positive), sentence).
 
 The pretrained encoder is the course's own pretraining checkpoint, or a transformers checkpoint
-(`--pretrained hf:ORG/NAME` or a folder written by `save_pretrained`, `bertcourse.training.hf_checkpoints`) read
+(`--pretrained hf:ORG/NAME` or a folder written by `save_pretrained`, `bertcourse.hf_checkpoints`) read
 with its own tokenizer: everything else (pooling, regimes, seeds, scores, the run folder) is the same, so
 its row differs only in where the weights came from. `--init scratch` with such a checkpoint trains
 the same architecture from random weights.
@@ -54,6 +54,15 @@ from bertcourse.course import Course, FinetuneSpec, Profile, given_profile, load
 from bertcourse.data import column, load_corpus, load_sst2
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import write_atomic
+from bertcourse.hf_checkpoints import (
+    HFEncoder,
+    encoder_from_saved,
+    is_hf_spec,
+    parse_spec,
+    random_like,
+    saved_encoder,
+)
+from bertcourse.hf_checkpoints import load_pretrained as load_hf
 from bertcourse.masking import pad_batch
 from bertcourse.model import build_model
 from bertcourse.prepare_data import profile_tokenizer
@@ -68,15 +77,6 @@ from bertcourse.training.checkpoint import (
 )
 from bertcourse.training.devices import autocast_dtype, precision_name
 from bertcourse.training.distributed import Processes, is_main_process
-from bertcourse.training.hf_checkpoints import (
-    HFEncoder,
-    encoder_from_saved,
-    is_hf_spec,
-    parse_spec,
-    random_like,
-    saved_encoder,
-)
-from bertcourse.training.hf_checkpoints import load_pretrained as load_hf
 from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.optim import adamw, linear_schedule
 from bertcourse.training.packing import tokenize_sentences
@@ -138,7 +138,7 @@ def sentence_rows(tokenizer: Any, texts: list[str], max_seq_len: int) -> list[li
     (`encode_sst2` and `bertcourse evaluate` both encode through it, so a saved model sees its training format).
     A tokenizer without [CLS]/[SEP] (a public decoder's) adds its own special tokens, as it was pretrained."""
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
-        from bertcourse.training.hf_checkpoints import encode_sentences
+        from bertcourse.hf_checkpoints import encode_sentences
 
         return encode_sentences(tokenizer, texts, max_seq_len)
     cut = max_seq_len - 2
