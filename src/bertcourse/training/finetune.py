@@ -23,10 +23,11 @@ runs are paired sentence by sentence.
 Under `torchrun` (one process per device, `bertcourse.training.distributed.Processes`, as pretraining uses it)
 every process computes the same shuffled order and takes its own consecutive share of each global batch
 of the profile's `batch_size` rows; the loss of each share is weighted by its rows, so the averaged
-gradient is that of the whole batch, as in one process. Rank 0 alone evaluates and writes the run
-folder; the other processes then read it back, so every process returns the same result. What differs
-from one process: the head's dropout draws its masks per process (a tolerance, not equality; without
-dropout the runs agree to float rounding, tests/test_distributed.py), and a probe's feature vectors are
+gradient is that of the whole batch, as in one process. Rank 0 alone tokenizes SST-2 (the others read its
+token cache), evaluates and writes the run folder; the other processes then read it back, so every process
+returns the same result. What differs from one process: the head's dropout draws its masks per process (a
+tolerance, not equality; without dropout the runs agree to float rounding, tests/training/test_distributed.py),
+and a probe's feature vectors are
 computed by every process for all rows (cheap next to training). The process count enters the run's
 settings (and key) when it is above one.
 """
@@ -146,14 +147,20 @@ def sentence_rows(tokenizer: Any, texts: list[str], max_seq_len: int) -> list[li
     return [[cls, *ids[:cut], sep] for ids in tokenize_sentences(tokenizer, texts)]
 
 
+def training_rows(n_train: int, spec: FinetuneSpec) -> list[int]:
+    """Which of SST-2's `n_train` training rows every run trains on: all, or the profile's fixed random
+    `train_rows` of them (in order)."""
+    if spec.train_rows is not None and spec.train_rows < n_train:
+        return sorted(np.random.default_rng(0).permutation(n_train)[: spec.train_rows].tolist())
+    return list(range(n_train))
+
+
 def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | None = None,
                 source: str = "auto", course: Course | None = None) -> SST2Rows:
     """Tokenize SST-2 once for a tokenizer (compare reuses it across runs)."""
     train = load_sst2("train", data_dir, source, course)
     validation = load_sst2("validation", data_dir, source, course)
-    chosen = list(range(len(train)))
-    if spec.train_rows is not None and spec.train_rows < len(train):
-        chosen = sorted(np.random.default_rng(0).permutation(len(train))[: spec.train_rows].tolist())
+    chosen = training_rows(len(train), spec)
     sentences, labels = column(train, "sentence"), column(train, "label")
 
     def rows(texts: list[str]) -> list[list[int]]:
@@ -446,16 +453,20 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     if finished is not None:
         return finished
 
-    # every process encodes SST-2 itself (seconds; the token cache is written atomically), so that a split that
-    # cannot work is refused before any process group is joined
-    data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source, course=course)
     batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
-    last_batch = len(data.train_ids) % batch_size or batch_size
+    if data is not None:
+        n_rows = len(data.train_ids)
+    else:  # counted from the table alone: a split that cannot work is refused before any process group is joined
+        n_rows = len(training_rows(len(load_sst2("train", options.data_dir, options.source, course)), spec))
+    last_batch = n_rows % batch_size or batch_size
     if processes.ddp and last_batch < processes.world_size:
-        raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {len(data.train_ids)} training "
+        raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {n_rows} training "
                             f"rows, fewer than the {processes.world_size} processes: run fewer processes or "
                             "change train_rows")
     processes.start(batch_size)
+    if data is None:
+        with processes.main_first():  # under torchrun rank 0 tokenizes SST-2 and caches the tokens, the rest read
+            data = encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source, course=course)
     device = processes.device
     torch.manual_seed(options.seed)
     if hf is not None:  # the checkpoint's weights, or its architecture freshly initialised (seeded above)
@@ -569,4 +580,5 @@ __all__ = [
     "FINETUNE_FORMAT", "INITS", "REGIMES", "FinetuneError", "FinetuneOptions", "FinetuneResult", "SST2Rows",
     "default_out_dir", "default_pretrained", "encode_sst2", "finetune", "finetune_command",
     "load_classifier", "pooled_features", "predict_rows", "read_finished", "run_key", "scores", "sentence_rows",
+    "training_rows",
 ]
