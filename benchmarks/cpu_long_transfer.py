@@ -5,7 +5,7 @@ package's `bertcourse.training.finetune`), and sets each row against the `cpu` p
 `bertcourse compare --profile cpu` wrote: the cpu BERT's pretrained runs and the random-init (scratch)
 runs. A scratch run does not depend on the pretraining budget, and the two profiles share the model
 shape, the tokenizer and every fine-tuning number (checked below), so the cpu profile's scratch runs are
-the cpu-long BERT's baseline too. Paired tests: `bertcourse.training.compare.paired_seed_bootstrap` (sentences
+the cpu-long BERT's baseline too. Paired tests: `bertcourse.stats.paired_seed_bootstrap` (sentences
 and seeds resampled) on the 872 validation sentences.
 
     BERTCOURSE_DATA=/work/shared/data .venv/bin/bertcourse pretrain --arch bert --profile cpu-long
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bertcourse import stats
 from bertcourse.course import load_course
-from bertcourse.training import compare as C
 from bertcourse.training.finetune import FinetuneOptions, default_out_dir, finetune, read_finished
 
 
@@ -36,7 +36,7 @@ def main() -> None:
     spec_long, spec_cpu = course.profile("cpu-long"), course.profile("cpu")
     assert spec_long.finetuning() == spec_cpu.finetuning() and spec_long.model == spec_cpu.model
     seeds = range(spec_long.finetuning().seeds)
-    counts = C.sentence_resamples(872)
+    counts = stats.sentence_resamples(872)
     print("| regime | cpu-long pretrained | cpu pretrained | scratch | long - scratch (95% CI, p) | "
           "long - cpu (95% CI, p) |")
     print("|---|---|---|---|---|---|")
@@ -59,11 +59,11 @@ def main() -> None:
                                                                  cpu_runs("scratch")))
 
         def cell(c: np.ndarray) -> str:
-            low, high = C.seed_averaged_interval(c, counts)
+            low, high = stats.seed_averaged_interval(c, counts)
             return f"{100 * c.mean():.1f} [{100 * low:.1f}, {100 * high:.1f}]"
 
         def test(a: np.ndarray, b: np.ndarray) -> str:
-            t = C.paired_seed_bootstrap(a, b, counts)
+            t = stats.paired_seed_bootstrap(a, b, counts)
             low, high = t["interval"]
             return f"{100 * t['difference']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}], p={t['p']:.3f}"
 

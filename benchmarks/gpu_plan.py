@@ -73,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="BERT training minutes to give the steps for (default 25 30)")
     args = parser.parse_args(argv)
     course = load_course()
-    profile = course.profile("gpu")
-    spec, width = profile.pretrain, profile.model.max_seq_len
+    profile_spec = course.profile("gpu")
+    spec, width = profile_spec.pretrain, profile_spec.model.max_seq_len
     corpus = load_corpus(course)  # the course corpus: WikiText-2 + SST-2, the real data
     if corpus.source == "synthetic":
         raise SystemExit("needs the real data: set BERTCOURSE_DATA (or go online)")
-    tokenizer = load_tokenizer(corpus, profile.vocab_size, width, progress=False)
+    tokenizer = load_tokenizer(corpus, profile_spec.vocab_size, width, progress=False)
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
 
     lines = wikitext_lines(course)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     wt103_tokens, wt103_blocks = wiki_tokens.n_values * scale, wiki_blocks * scale
     gpu_blocks = course_blocks + wt103_blocks
 
-    config = profile.model.for_arch("bert", vocab_size=len(tokenizer))
+    config = profile_spec.model.for_arch("bert", vocab_size=len(tokenizer))
     flops = {"BERT": flops_per_step(config, spec.batch_size, torch.device("cpu")),
              "GPT": gpt_flops_per_step(config, spec.batch_size)}
     planned = args.efficiency[0]

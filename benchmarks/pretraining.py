@@ -233,11 +233,11 @@ def gpt_batches(batches: list[dict[str, torch.Tensor]]) -> None:
 def compare_speed(args: argparse.Namespace) -> int:
     """Tokens/s, FLOP rate and speed-ups of the course model against BertForMaskedLM (and bf16 twins)."""
     torch.manual_seed(0)
-    profile = load_course().profile(args.profile)
+    profile_spec = load_course().profile(args.profile)
     overrides = {} if args.dropout is None else {"dropout": args.dropout}
-    config = profile.model.for_arch(args.arch, **overrides)
+    config = profile_spec.model.for_arch(args.arch, **overrides)
     dtypes = {"fp32": None} if args.precision == "fp32" else {"fp32": None, "bf16": torch.bfloat16}
-    clip = profile.pretrain.grad_clip  # as bertcourse pretrain does, for every model alike
+    clip = profile_spec.pretrain.grad_clip  # as bertcourse pretrain does, for every model alike
     ours_name = "bertcourse " + ("BertForMLM" if args.arch == "bert" else "GPT")
     models = {ours_name: build_model(config)}
     if args.arch == "bert":

@@ -215,10 +215,11 @@ def test_word_vectors_average_the_pieces_of_the_word(course_lm, tokenizer):
 
 
 def test_loading_refuses_what_is_not_a_checkpoint_with_one_clear_message(tmp_path):
-    with pytest.raises(I.InspectionError, match="not a folder written by save_pretrained"):
+    """The one loader's (`hf_checkpoints`) one-line refusals, as InspectionError (lessons 3 and 4 catch it)."""
+    with pytest.raises(I.InspectionError, match="missing: no such folder"):
         I.load_transformers_masked_lm(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(I.InspectionError, match="could not load a masked LM"):
+    with pytest.raises(I.InspectionError, match="empty: not a transformers checkpoint"):
         I.load_transformers_masked_lm(tmp_path / "empty")
-    with pytest.raises(I.InspectionError, match="hub was not asked: HF_HUB_OFFLINE"):  # set by conftest
+    with pytest.raises(I.InspectionError, match=r"offline mode is on \(HF_HUB_OFFLINE\)"):  # set by conftest
         I.load_transformers_masked_lm("hf:google/bert_uncased_L-2_H-128_A-2-not-cached")

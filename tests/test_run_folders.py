@@ -43,7 +43,7 @@ def test_every_command_names_the_pretraining_folder_through_the_one_function(tmp
     options = FinetuneOptions(arch="gpt", regime="probe", init="pretrained", seed=1)
     assert finetune.default_out_dir(options, "cpu") == RunSpec("gpt", "probe", "pretrained", 1).folder(tmp_path, "cpu")
     seen = {}
-    monkeypatch.setattr(train, "pretrain", lambda options: seen.setdefault("out", options.out_dir) and sys.exit(0))
+    monkeypatch.setattr(train, "pretrain", lambda options, **_: seen.setdefault("out", options.out_dir) and sys.exit(0))
     args = Namespace(arch="bert", whole_word=True, profile="cpu-quick", out=None, data_dir=None, source="auto",
                      resume=False, max_steps=None, seed=0, compile=False, device=None, no_progress=True, dropout=None,
                      precision="auto")

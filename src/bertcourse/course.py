@@ -205,7 +205,7 @@ class Exercise:
 @dataclass(frozen=True)
 class PublicCheckpoint:
     """One entry of `public_checkpoints:`: a published model of a course shape, an optional row of
-    `bertcourse compare --public` and of the lessons (loaded by `bertcourse.training.hf_checkpoints`, online only).
+    `bertcourse compare --public` and of the lessons (loaded by `bertcourse.hf_checkpoints`, online only).
     `tokens_seen` is the paper's recipe worked out (an estimate, `recipe` says how), never measured here."""
 
     hub: str  # ORG/NAME on the Hugging Face hub
@@ -257,9 +257,13 @@ class Course:
         return self.root / relative
 
     def corpus_for(self, profile: str | None = None) -> CorpusSpec:
-        """The pretraining corpus of `profile`: the top-level `corpus:` with the profile's own sources where it
-        names them (profiles.NAME.corpus.sources); None, or a profile without them: the top-level corpus."""
-        own = self.profile(profile).corpus if profile is not None else None
+        """The pretraining corpus of the profile named `profile` (None: the top-level corpus); `corpus_of`."""
+        return self.corpus_of(self.profile(profile) if profile is not None else None)
+
+    def corpus_of(self, profile_spec: Profile | None) -> CorpusSpec:
+        """The pretraining corpus of a resolved profile: the top-level `corpus:` with the profile's own sources
+        where it names them (profiles.NAME.corpus.sources); None, or a profile without them: the top-level one."""
+        own = profile_spec.corpus if profile_spec is not None else None
         return dataclasses.replace(self.corpus, sources=list(own.sources)) if own is not None else self.corpus
 
 
@@ -535,10 +539,20 @@ def load_course(root: str | Path | None = None, check_files: bool | None = None)
 
 
 # ----------------------------------------------------------------------------- choosing the profile
+#
+# Names: `profile` is always a profile's NAME (what --profile, $BERTCOURSE_PROFILE, run folders and metrics.json
+# hold); `profile_spec` is always the `Profile` it names. A command resolves the name once at its edge
+# (`select_profile`) and hands the `Profile` down: nothing below it reads course.yml's profiles again.
 
 
 def resolve_profile(name: str | None = None, course: Course | None = None, *, use_gpu: bool = True,
                     cpu_default: str = QUICK_PROFILE) -> str:
+    """The NAME of the profile `select_profile` selects (notebooks and the grader keep names)."""
+    return select_profile(name, course, use_gpu=use_gpu, cpu_default=cpu_default).name
+
+
+def select_profile(name: str | None = None, course: Course | None = None, *, use_gpu: bool = True,
+                   cpu_default: str = QUICK_PROFILE) -> Profile:
     """The hardware profile to run with: the one rule for every command, notebook and the grader.
 
     `name` when given (a command's --profile), else $BERTCOURSE_PROFILE, else `gpu` where CUDA is
@@ -551,7 +565,17 @@ def resolve_profile(name: str | None = None, course: Course | None = None, *, us
     chosen = name or os.environ.get(PROFILE_VARIABLE)
     if not chosen:
         chosen = GPU_PROFILE if use_gpu and _cuda_available() else (cpu_default if use_gpu else QUICK_PROFILE)
-    return course.profile(chosen).name
+    return course.profile(chosen)
+
+
+def given_profile(profile: str | None, profile_spec: Profile | None, course: Course | None = None) -> Profile:
+    """The profile a library function was handed: `profile_spec` as is when its caller resolved it (a command,
+    `compare`), else the name `profile` selected here (`select_profile`'s rule). Both given must agree."""
+    if profile_spec is None:
+        return select_profile(profile, course)
+    if profile is not None and profile != profile_spec.name:
+        raise ValueError(f"profile {profile!r} and profile_spec {profile_spec.name!r} disagree")
+    return profile_spec
 
 
 def _cuda_available() -> bool:

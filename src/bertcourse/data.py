@@ -31,7 +31,7 @@ from pathlib import Path
 
 import datasets
 
-from bertcourse.course import Course, load_course
+from bertcourse.course import CorpusSpec, Course, Profile, given_profile, load_course
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import cache_dir, content_files
 
@@ -348,10 +348,11 @@ def _sentences(paragraph: str) -> list[str]:
 
 def load_corpus(
     course: Course | None = None, data_dir: str | Path | None = None, source: str = "auto",
-    profile: str | None = None,
+    profile: str | None = None, *, profile_spec: Profile | None = None,
 ) -> Corpus:
     """The pretraining corpus named in course.yml, split into train and held-out: the top-level
-    `corpus.sources`, or with `profile` that profile's own (`Course.corpus_for`).
+    `corpus.sources`, or that of the profile named `profile` (a lesson) or handed over resolved as
+    `profile_spec` (a command, `Course.corpus_of`).
 
     Held-out sentences come from WikiText-2 only, chosen the same way whatever else a profile adds, so
     held-out losses compare across profiles: SST-2's training rows are overlapping phrases of the same
@@ -359,11 +360,13 @@ def load_corpus(
     source equal to a held-out one is dropped from train (and counted).
     """
     course = course or load_course()
-    spec = course.corpus_for(profile)
+    if profile is not None:
+        profile_spec = given_profile(profile, profile_spec, course)
+    spec = course.corpus_of(profile_spec)
     resolved = resolve_source(data_dir, source)
     if resolved.kind == "hub":
         try:
-            return _build_corpus(course, resolved, data_dir, source, profile)
+            return _build_corpus(course, resolved, data_dir, source, spec, profile_spec)
         except Exception as exc:
             if source == "hub":
                 raise DataError(f"could not load the corpus from the hub: {exc}") from exc
@@ -373,11 +376,11 @@ def load_corpus(
         sentences = synthetic_sentences(12_000)
         return Corpus(sentences[spec.heldout_sentences:], sentences[: spec.heldout_sentences], "synthetic",
                       {"synthetic": len(sentences)})
-    return _build_corpus(course, resolved, data_dir, source, profile)
+    return _build_corpus(course, resolved, data_dir, source, spec, profile_spec)
 
 
-def _build_corpus(course: Course, resolved: Source, data_dir, source, profile: str | None) -> Corpus:
-    spec = course.corpus_for(profile)
+def _build_corpus(course: Course, resolved: Source, data_dir, source, spec: CorpusSpec,
+                  profile_spec: Profile | None) -> Corpus:
     counts: dict[str, int] = {}
     wiki: list[str] = []
     other: list[tuple[str, list[str]]] = []  # (source, sentences) of the sources after WikiText-2's
@@ -396,7 +399,7 @@ def _build_corpus(course: Course, resolved: Source, data_dir, source, profile: s
             lines, where = _wikitext103_lines(resolved, course, source)
             if lines is None:
                 missing.append(name)
-                _notice_fallback(profile, where, course, [s for s in spec.sources if s != name])
+                _notice_fallback(profile_spec, where, course, [s for s in spec.sources if s != name])
                 continue
             kept, n_raw = _wikitext_sentences(lines, spec.min_words)
             if not kept:
@@ -486,10 +489,11 @@ def _wikitext_sentences(lines: Iterable[str], min_words: int) -> tuple[list[str]
     return kept, n_raw
 
 
-def _notice_fallback(profile: str | None, where: str, course: Course, sources: list[str]) -> None:
-    spec = course.profile(profile).pretrain if profile is not None else None
-    run = (f" A run of the {profile} profile ({spec.max_steps:,} steps of {spec.batch_size} blocks) will mostly "
-           "repeat that corpus, many passes over it (`bertcourse pretrain` prints how many once it is packed)."
+def _notice_fallback(profile_spec: Profile | None, where: str, course: Course, sources: list[str]) -> None:
+    spec = profile_spec.pretrain if profile_spec is not None else None
+    run = (f" A run of the {profile_spec.name} profile ({spec.max_steps:,} steps of {spec.batch_size} blocks) "
+           "will mostly repeat that corpus, many passes over it (`bertcourse pretrain` prints how many once it is "
+           "packed)."
            if spec is not None else "")
     print(
         f"NOTICE: WikiText-103 was not found ({where}). Pretraining falls back to the smaller corpus "

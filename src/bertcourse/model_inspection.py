@@ -134,26 +134,18 @@ def recording_attention(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
 
 def load_transformers_masked_lm(name_or_path: str | Path) -> MaskedLM:
     """A transformers masked LM and its own tokenizer from a save_pretrained folder or `hf:ORG/NAME` (the hub,
-    when reachable). Attention is computed eagerly so that its weights can be returned."""
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    when reachable, else its local cache), through the course's one loader (`hf_checkpoints.load_pretrained`
+    with the masked-LM head: the same checks, the weights read once). Attention is computed eagerly so that its
+    weights can be returned. What cannot be loaded is an `InspectionError` with the loader's one line."""
+    from transformers import AutoModelForMaskedLM
 
-    from bertcourse.data import _hub_reachable
+    from bertcourse.hf_checkpoints import HFCheckpointError, load_pretrained
 
-    text = str(name_or_path)
-    hub = text.startswith("hf:")
-    where = text[3:] if hub else text
-    if not hub and not Path(where).is_dir():
-        raise InspectionError(f"{where}: not a folder written by save_pretrained (for the hub write hf:ORG/NAME)")
-    # the hub is asked only when reachable (a lesson must not hang on an offline machine); else its local cache
-    online, reason = _hub_reachable() if hub else (False, "")
     try:
-        model = AutoModelForMaskedLM.from_pretrained(where, attn_implementation="eager", local_files_only=not online)
-        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=not online)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        offline = f"; the hub was not asked: {reason}, and the local cache lacks it" if hub and not online else ""
-        raise InspectionError(f"{text}: could not load a masked LM ({first}){offline}") from exc
-    return MaskedLM(model.eval(), tokenizer, where)
+        model, tokenizer, info = load_pretrained(name_or_path, head=AutoModelForMaskedLM, attention="eager")
+    except HFCheckpointError as exc:
+        raise InspectionError(str(exc)) from exc
+    return MaskedLM(model, tokenizer, info["name"])
 
 
 # ----------------------------------------------------------------------------- fill-mask

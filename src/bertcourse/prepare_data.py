@@ -11,27 +11,26 @@ import statistics
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from bertcourse.course import Course, load_course, resolve_profile
+from bertcourse.course import Course, Profile, load_course, select_profile
 from bertcourse.data import column, load_corpus, load_sst2
 from bertcourse.tokenizer import CorpusLike, load_tokenizer
 
 STATS_SAMPLE = 10_000  # token statistics on an evenly spaced sample: exact enough, and seconds not minutes
 
 
-
-def profile_tokenizer(profile: str, course: Course | None = None, corpus: CorpusLike | None = None,
+def profile_tokenizer(profile_spec: Profile, course: Course | None = None, corpus: CorpusLike | None = None,
                       progress: bool = True) -> PreTrainedTokenizerFast:
-    """The one tokenizer of a course.yml profile: trained on that profile's corpus (`load_corpus(profile=)`,
-    or `corpus` when the caller has loaded it already) with its vocab_size and max_seq_len.
+    """The one tokenizer of a course.yml profile: trained on that profile's corpus (`load_corpus`, or `corpus`
+    when the caller has loaded it already) with its vocab_size and max_seq_len.
 
     Every model of a profile reads ids of this tokenizer: its pretraining (`training.pretrain`), the scratch
     models of fine-tuning, lessons 6-7's runs and the teacher they are compared with. Two tokenizers of one
     profile (the gpu profile's corpus adds WikiText-103) give the same piece different ids.
     """
-    course = course or load_course()
-    spec = course.profile(profile)
-    corpus = corpus if corpus is not None else load_corpus(course, profile=profile)
-    return load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=progress)
+    if corpus is None:
+        corpus = load_corpus(course or load_course(), profile_spec=profile_spec)
+    return load_tokenizer(corpus, profile_spec.vocab_size, profile_spec.model.max_seq_len, progress=progress)
+
 
 def sample(sentences: list[str], size: int = STATS_SAMPLE) -> list[str]:
     """At most `size` sentences, evenly spaced (the same ones on every run, unlike a random sample)."""
@@ -50,14 +49,15 @@ def length_stats(lengths: list[int]) -> str:
 def data_command(args: argparse.Namespace) -> int:
     """`bertcourse data` (arguments: cli.py): download or find the data, build the tokenizer, print its stats."""
     course = load_course()
-    profile = course.profile(resolve_profile(args.profile, course))
-    print(f"profile {profile.name}: vocabulary {profile.vocab_size}, sequences up to {profile.model.max_seq_len}")
+    profile_spec = select_profile(args.profile, course)  # the one look-up of the profile; passed down from here
+    print(f"profile {profile_spec.name}: vocabulary {profile_spec.vocab_size}, sequences up to "
+          f"{profile_spec.model.max_seq_len}")
     splits = {split: load_sst2(split, args.data_dir, args.source, course) for split in ("train", "validation")}
-    corpus = load_corpus(course, args.data_dir, args.source, profile=profile.name)
+    corpus = load_corpus(course, args.data_dir, args.source, profile_spec=profile_spec)
     if args.tokenizer:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     else:
-        tokenizer = profile_tokenizer(profile.name, course, corpus)  # the one every command of the profile uses
+        tokenizer = profile_tokenizer(profile_spec, course, corpus)  # the one every command of the profile uses
 
     print(f"\nSST-2 ({course.datasets['sst2'].description})")
     for split, dataset in splits.items():
@@ -78,11 +78,11 @@ def data_command(args: argparse.Namespace) -> int:
     ids = tokenizer(sentences, verbose=False)["input_ids"]
     lengths = [len(x) for x in ids]
     unk = sum(x.count(tokenizer.unk_token_id) for x in ids)
-    longer = sum(n > profile.model.max_seq_len for n in lengths) / len(lengths)
+    longer = sum(n > profile_spec.model.max_seq_len for n in lengths) / len(lengths)
     print(f"  tokens per sentence (sample of {len(sentences):,}): {length_stats(lengths)}; "
           f"about {sum(lengths) / len(lengths) * len(corpus.train):,.0f} tokens in all")
     print(f"  [UNK] rate {unk / sum(lengths):.2%}; {longer:.1%} of sentences longer than "
-          f"{profile.model.max_seq_len} tokens (truncated in training)")
+          f"{profile_spec.model.max_seq_len} tokens (truncated in training)")
     specials = sorted(zip(tokenizer.all_special_ids, tokenizer.all_special_tokens))
     print(f"\ntokenizer: {args.tokenizer or 'course WordPiece'}, {len(tokenizer):,} entries, specials "
           + ", ".join(f"{token}={i}" for i, token in specials))

@@ -1,7 +1,6 @@
-"""`bertcourse compare`: the statistics it reports, the cost it reads, and the experiment end to end.
+"""`bertcourse compare`: the cost it reads, the profile it hands down, and the experiment end to end.
 
-The statistics are checked against `bertcourse.metrics` (a row with one seed must get exactly the interval
-and test distribution that metrics gives one prediction vector). The end-to-end tests run the cpu-quick
+Its statistics are tested in tests/test_stats.py. The end-to-end tests run the cpu-quick
 profile in temporary folders (never the repository's runs/ or results/): the report's schema, a compare
 killed part-way and resumed (finished runs reused, not retrained; the same results), a run folder from
 other settings refused with its path.
@@ -16,100 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertcourse import metrics
 from bertcourse.training import compare as C
 
 PROFILE = "cpu-quick"
-
-
-def _labels_and_predictions(n: int = 872, accuracy: float = 0.8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 2, n)
-    right = rng.random(n) < accuracy
-    return labels, np.where(right, labels, 1 - labels)
-
-
-# ----------------------------------------------------------------------------- statistics (fast)
-
-
-def test_sentence_resamples_draw_n_sentences_each_and_repeat_with_the_seed():
-    counts = C.sentence_resamples(50, 300, seed=1)
-    assert counts.shape == (300, 50) and (counts.sum(1) == 50).all()
-    assert (counts >= 0).all() and (counts == 0).any()  # with replacement: some sentences left out
-    assert np.array_equal(counts, C.sentence_resamples(50, 300, seed=1))
-    assert not np.array_equal(counts, C.sentence_resamples(50, 300, seed=2))
-    # each sentence is in a resample Binomial(n, 1/n) times: mean 1
-    assert counts.mean() == pytest.approx(1.0)
-
-
-def test_one_seed_gets_the_accuracy_interval_of_metrics_bootstrap_ci():
-    labels, predicted = _labels_and_predictions()
-    counts = C.sentence_resamples(len(labels))
-    ours = C.seed_averaged_interval((predicted == labels)[None], counts)
-    theirs = metrics.bootstrap_ci(labels.tolist(), predicted.tolist(), "accuracy", seed=0)
-    # two Monte Carlo draws of the same distribution: the 2.5% and 97.5% points agree to ~0.3 points
-    assert ours[0] == pytest.approx(theirs.low, abs=0.004)
-    assert ours[1] == pytest.approx(theirs.high, abs=0.004)
-
-
-def test_the_row_interval_averages_seeds_on_the_same_resampled_sentences():
-    labels, first = _labels_and_predictions(seed=0)
-    _, second = _labels_and_predictions(seed=1)
-    correct = np.stack([first == labels, second == labels])
-    counts = C.sentence_resamples(len(labels), 2000)
-    # the same seed twice is that seed's interval: the seeds are held fixed, not resampled
-    assert C.seed_averaged_interval(correct[[0, 0]], counts) == C.seed_averaged_interval(correct[[0]], counts)
-    scores = C.resampled_accuracy(correct, counts)  # [K, B]
-    assert scores.shape == (2, 2000)
-    assert scores[1, 0] == pytest.approx((counts[0] * correct[1]).sum() / len(labels))
-    low, high = C.seed_averaged_interval(correct, counts)
-    assert low < correct.mean() < high
-    assert [low, high] == pytest.approx(np.quantile(scores.mean(0), [0.025, 0.975]).tolist())
-
-
-def test_paired_test_of_identical_systems_gives_p_1_and_a_zero_difference():
-    labels, predicted = _labels_and_predictions()
-    correct = np.stack([predicted == labels] * 3)
-    test = C.paired_seed_bootstrap(correct, correct, C.sentence_resamples(len(labels), 2000))
-    assert test["p"] == 1.0 and test["difference"] == 0.0
-
-
-def test_paired_test_with_one_seed_each_matches_metrics_paired_bootstrap_test():
-    labels, a = _labels_and_predictions(accuracy=0.80, seed=0)
-    _, b = _labels_and_predictions(accuracy=0.77, seed=1)
-    ours = C.paired_seed_bootstrap((a == labels)[None], (b == labels)[None], C.sentence_resamples(len(labels)))
-    theirs = metrics.paired_bootstrap_test(labels.tolist(), a.tolist(), b.tolist(), "accuracy", seed=0)
-    assert ours["difference"] == pytest.approx(metrics.accuracy(labels, a) - metrics.accuracy(labels, b))
-    assert ours["p"] == pytest.approx(theirs, abs=0.015)  # Monte Carlo error of 10,000 resamples near p ~ 0.1
-
-
-def test_paired_test_sees_the_seed_spread_that_a_fixed_seed_test_ignores():
-    """One lucky seed: A's seeds score 70%, 70% and 80%, B's all 70%. Holding A's seeds fixed, the 3.3-point
-    gap looks solid; resampling them shows how much of it one seed makes."""
-    rng = np.random.default_rng(0)
-    n = 872
-    labels = rng.integers(0, 2, n)
-
-    def seed_with(accuracy: float, seed: int) -> np.ndarray:
-        right = np.random.default_rng(seed).permutation(n) < round(accuracy * n)
-        return np.where(right, labels, 1 - labels) == labels
-
-    a = np.stack([seed_with(0.70, 1), seed_with(0.70, 2), seed_with(0.80, 3)])
-    b = np.stack([seed_with(0.70, 4), seed_with(0.70, 5), seed_with(0.70, 6)])
-    counts = C.sentence_resamples(n, 4000)
-    resampled = C.paired_seed_bootstrap(a, b, counts)
-    observed = a.mean() - b.mean()
-    fixed = C.resampled_accuracy(a, counts).mean(0) - C.resampled_accuracy(b, counts).mean(0)  # seeds held
-    fixed_low, fixed_high = np.quantile(fixed, [0.025, 0.975])
-    fixed_p = (1 + np.sum(np.abs(fixed - observed) >= abs(observed) - 1e-12)) / (1 + len(fixed))
-    assert resampled["difference"] == pytest.approx(observed)
-    assert resampled["interval"][1] - resampled["interval"][0] > 1.5 * (fixed_high - fixed_low)
-    assert fixed_p < 0.01 < resampled["p"]
-
-
-def test_holm_adjusts_step_down_and_keeps_the_order():
-    assert C.holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
-    assert C.holm([0.9, 0.9]) == [1.0, 1.0]
 
 
 def test_run_folders_are_named_as_bertcourse_finetune_names_them():
@@ -208,7 +116,7 @@ def test_the_precision_of_compare_reaches_the_pretraining_it_starts(tmp_path, mo
     class Stop(Exception):
         pass
 
-    def pretraining(options):
+    def pretraining(options, **handed):
         asked.append(options)
         raise Stop
 
@@ -218,6 +126,67 @@ def test_the_precision_of_compare_reaches_the_pretraining_it_starts(tmp_path, mo
     with pytest.raises(Stop):  # and from the command line
         cli.main(["compare", "--profile", PROFILE, "--precision", "fp32", "--runs-dir", str(tmp_path), "--no-progress"])
     assert [(o.arch, o.precision, o.device) for o in asked] == [("bert", "bf16", "cpu"), ("bert", "fp32", None)]
+
+
+def test_compare_reads_course_yml_once_and_looks_the_profile_up_once(tmp_path, data_dir, monkeypatch):
+    """The profile is resolved once at compare's edge and handed down as the `Profile`: the pretrainings and every
+    fine-tuning run receive that object, and course.yml is parsed once. The training is faked (it is not what
+    is counted): the pretrainings write a checkpoint of a small tokenizer, the runs a predictions.tsv."""
+    import bertcourse.course
+    import bertcourse.training.finetune
+    import bertcourse.training.pretrain
+    from bertcourse.data import synthetic_sentences
+    from bertcourse.tokenizer import train_tokenizer
+    from bertcourse.training.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_NAME, save_checkpoint
+    from bertcourse.training.finetune import FinetuneResult
+
+    calls = {"parse_course": 0, "select_profile": 0, "Course.profile": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(bertcourse.course, "parse_course", counted("parse_course", bertcourse.course.parse_course))
+    monkeypatch.setattr(bertcourse.course, "select_profile",
+                        counted("select_profile", bertcourse.course.select_profile))
+    monkeypatch.setattr(bertcourse.course.Course, "profile",
+                        counted("Course.profile", bertcourse.course.Course.profile))
+    tokenizer = train_tokenizer(synthetic_sentences(300), 200, progress=False)
+    handed = []
+
+    def pretraining(options, *, profile_spec=None, **_):
+        handed.append((options.profile, profile_spec))
+        config = profile_spec.model.for_arch(options.arch, vocab_size=len(tokenizer))
+        save_checkpoint(Path(options.out_dir) / CHECKPOINT_NAME, {
+            "format": CHECKPOINT_FORMAT, "step": 1, "tokenizer": tokenizer.backend_tokenizer.to_str(),
+            "settings": {"model_config": config.to_dict(), "batch_size": profile_spec.pretrain.batch_size}})
+        (Path(options.out_dir) / "metrics.json").write_text(json.dumps(
+            {"history": {"step": [1]}, "final_eval": {"loss": 1.0, "accuracy": 0.0}}))
+
+    def finetuning(options, *, data=None, profile_spec=None):
+        handed.append((options.profile, profile_spec))
+        labels = data.validation_labels.tolist()
+        Path(options.out_dir).mkdir(parents=True)
+        rows = "".join(f"{i}\t{y}\t{(y + i) % 2}\t0.5\tx\n" for i, y in enumerate(labels))
+        header = "index\tlabel\tprediction\tp_positive\tsentence\n"
+        (Path(options.out_dir) / "predictions.tsv").write_text(header + rows)
+        scores = {"accuracy": 0.5, "macro_f1": 0.5, "mcc": 0.0, "trainable_parameters": 1, "parameters": 1,
+                  "train_seconds": 0.0, "history": {"eval_step": [], "eval_accuracy": []}}
+        return FinetuneResult(Path(options.out_dir), scores, np.full((len(labels), 2), 0.5))
+
+    monkeypatch.setattr(bertcourse.training.pretrain, "pretrain", pretraining)
+    monkeypatch.setattr(bertcourse.training.finetune, "finetune", finetuning)
+    monkeypatch.setattr(C, "write_results", lambda results, out: None)
+    bertcourse.course._load_cached.cache_clear()
+    results = C.compare(PROFILE, seeds=1, runs_dir=tmp_path / "runs", out=tmp_path / "out", data_dir=data_dir,
+                        progress=False)
+    assert len(results["rows"]) == 12 and len(handed) == 2 + 12
+    profile_spec = handed[0][1]
+    assert profile_spec is not None and profile_spec.name == PROFILE
+    assert all(name == PROFILE and spec is profile_spec for name, spec in handed), "a run got the profile by name"
+    assert calls == {"parse_course": 1, "select_profile": 1, "Course.profile": 1}
 
 
 # ----------------------------------------------------------------------------- end to end (cpu-quick)

@@ -201,7 +201,7 @@ def test_the_precision_flag_reaches_the_loop_and_fp16_on_the_cpu_is_refused_befo
 
     received = []
 
-    def fake_pretrain(options):
+    def fake_pretrain(options, **_):
         received.append(options)
         return SimpleNamespace(final_eval={"loss": 1.0, "accuracy": 0.5, "targets": 2}, out_dir=Path(options.out_dir))
 

@@ -54,7 +54,7 @@ from bertcourse.after_bert.sentence_pairs import documents_from_lines
 from bertcourse.after_bert.variants import VariantSpec, build_variant
 from bertcourse.classifier import build_classifier
 from bertcourse.config import ModelConfig
-from bertcourse.course import load_course, resolve_profile
+from bertcourse.course import load_course, select_profile
 from bertcourse.data import load_corpus, wikitext_lines
 from bertcourse.errors import BertcourseError
 from bertcourse.model import BertForMLM, build_model, count_parameters
@@ -223,18 +223,18 @@ class CourseData:
 
 @functools.lru_cache(maxsize=2)
 def course_data(profile: str | None = None) -> CourseData:
-    """The shared data of `profile` (resolve_profile's rule), loaded once per process: the profile's corpus and
-    its one tokenizer (`profile_tokenizer`), the ones its pretrained BERT (`ensure_pretrained`, lesson 3) was
-    trained with, so the teacher and generator of lesson 7 read the same ids as its runs."""
+    """The shared data of the profile named `profile` (select_profile's rule), loaded once per process: the
+    profile's corpus and its one tokenizer (`profile_tokenizer`), the ones its pretrained BERT (`ensure_pretrained`,
+    lesson 3) was trained with, so the teacher and generator of lesson 7 read the same ids as its runs."""
     course = load_course()
-    profile = resolve_profile(profile, course)
-    corpus = load_corpus(course, profile=profile)
-    tokenizer = profile_tokenizer(profile, course, corpus, progress=False)
-    config = course.profile(profile).model.for_arch("bert", vocab_size=len(tokenizer))
+    profile_spec = select_profile(profile, course)
+    corpus = load_corpus(course, profile_spec=profile_spec)
+    tokenizer = profile_tokenizer(profile_spec, course, corpus, progress=False)
+    config = profile_spec.model.for_arch("bert", vocab_size=len(tokenizer))
     ids = tokenize(tokenizer, corpus.heldout).ids
     heldout = MaskedLM(tokenizer, course.masking).heldout_batches(
         pack_sentences(ids, config.max_seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id))
-    return CourseData(profile, course, corpus, tokenizer, config, heldout)
+    return CourseData(profile_spec.name, course, corpus, tokenizer, config, heldout)
 
 
 # ----------------------------------------------------------------------------- measuring

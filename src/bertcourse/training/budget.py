@@ -116,11 +116,11 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
     from bertcourse.course import load_course
 
     course = course or load_course()
-    spec = course.profile(profile)
-    bert = spec.model.for_arch("bert", vocab_size=vocab_size or spec.vocab_size)
-    batch, steps = spec.pretrain.batch_size, spec.pretrain.max_steps
-    sizes = spec.lesson_sizes.get(lesson_id, {})
-    first_run = "wikitext103" in course.corpus_for(profile).sources
+    profile_spec = course.profile(profile)
+    bert = profile_spec.model.for_arch("bert", vocab_size=vocab_size or profile_spec.vocab_size)
+    batch, steps = profile_spec.pretrain.batch_size, profile_spec.pretrain.max_steps
+    sizes = profile_spec.lesson_sizes.get(lesson_id, {})
+    first_run = "wikitext103" in course.corpus_of(profile_spec).sources
     data = [Item("preparing WikiText-103 on the CPU (first run only: cached after)", cpu_seconds=data_seconds())]
     bert_step = pretraining_step_flops(bert, batch)
     pretraining = Item(f"pretraining the BERT, {steps:,} steps", gpu_flops=steps * bert_step)
@@ -130,7 +130,7 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
     if lesson_id == "lesson03-tiny-bert":
         return [*(data if first_run else []), pretraining]
     if lesson_id == "lesson04-finetuning":
-        tune = spec.finetuning()
+        tune = profile_spec.finetuning()
         gpt_step = pretraining_step_flops(bert.for_arch("gpt"), batch)
         rows = tune.train_rows or course.datasets["sst2"].splits["train"]
         run_steps = tune.epochs * math.ceil(rows / tune.batch_size)

@@ -12,7 +12,7 @@
    (`bertcourse.evaluation.fit_tfidf_baseline`, unigrams, the lesson 5 recipe);
 4. optionally (`public=`, `--public`), the published checkpoints of course.yml's `public_checkpoints`
    (BERT-Tiny, BERT-Mini, Pythia-14M) or any transformers checkpoint, fine-tuned by exactly the same runs
-   with their own tokenizers (`bertcourse.training.hf_checkpoints`): one row per regime, tested against the course's
+   with their own tokenizers (`bertcourse.hf_checkpoints`): one row per regime, tested against the course's
    pretrained row of the same arch and regime. A hub that cannot be reached leaves them out with ONE notice;
 5. the statistics, the report and three figures.
 
@@ -25,7 +25,7 @@ the row on those same sentences and averages the K accuracies; the seeds stay fi
 the test-set part of the uncertainty and the sd the training-seed part. All rows share the same
 resamples. With K = 1 this is exactly `metrics.bootstrap_ci`'s accuracy interval (a test checks that the
 two agree); `bertcourse.metrics` itself resamples one prediction vector (or a pair), not K seeds of one
-model, which is why the resampling is written here.
+model, which is why the resampling is written apart, in `bertcourse.stats`.
 
 The paired tests (BERT vs GPT at the same regime and init; pretrained vs scratch at the same arch and
 regime) are a paired bootstrap over sentences AND seeds: each resample draws the sentences once for both
@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +56,15 @@ from bertcourse.errors import BertcourseError
 from bertcourse.folders import read_results
 from bertcourse.run_folders import finetuning_folder, pretraining_folder
 from bertcourse.run_folders import runs_dir as default_runs_dir
+from bertcourse.stats import (
+    ALPHA,
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    holm,
+    paired_seed_bootstrap,
+    seed_averaged_interval,
+    sentence_resamples,
+)
 from bertcourse.training.compare_report import (
     ARCHS,
     FLOPS_FORMULA,
@@ -66,10 +75,10 @@ from bertcourse.training.compare_report import (
     write_results,
 )
 
+if TYPE_CHECKING:
+    from bertcourse.course import Profile
+
 COMPARE_FORMAT = "bertcourse-compare-1"
-BOOTSTRAP_RESAMPLES = 10_000
-ALPHA = 0.05
-BOOTSTRAP_SEED = 0
 
 # Published and measured reference points; GLUE's test labels are hidden, so the published numbers are
 # test-set scores from the GLUE server, not comparable point for point with validation accuracy.
@@ -140,65 +149,7 @@ def run_plan(seeds: int) -> list[RunSpec]:
             for seed in range(seeds)]
 
 
-# ----------------------------------------------------------------------------- statistics
-
-
-def sentence_resamples(n: int, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
-    """[n_resamples, n] int32: how many times each of n sentences occurs in each resample of n drawn with
-    replacement (a private generator: no global random state is used)."""
-    rng = np.random.default_rng(seed)
-    counts = np.empty((n_resamples, n), dtype=np.int32)
-    for start in range(0, n_resamples, 1000):  # bounded memory: 1,000 resamples of indices at a time
-        size = min(1000, n_resamples - start)
-        drawn = rng.integers(0, n, size=(size, n)) + np.arange(size)[:, None] * n
-        counts[start : start + size] = np.bincount(drawn.ravel(), minlength=size * n).reshape(size, n)
-    return counts
-
-
-def resampled_accuracy(correct: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """[K, B] accuracy of each of K seeds (`correct` [K, n], 0/1) on each resample (all seeds on the same one)."""
-    return (np.asarray(correct, dtype=np.int32) @ counts.T) / correct.shape[1]
-
-
-def seed_averaged_interval(correct: np.ndarray, counts: np.ndarray, alpha: float = ALPHA) -> list[float]:
-    """Percentile interval of the seed-averaged accuracy, the sentences resampled and the seeds held fixed."""
-    scores = resampled_accuracy(correct, counts).mean(0)
-    return [float(x) for x in np.quantile(scores, [alpha / 2, 1 - alpha / 2])]
-
-
-def paired_seed_bootstrap(correct_a: np.ndarray, correct_b: np.ndarray, counts: np.ndarray, *,
-                          alpha: float = ALPHA, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
-    """Two-sided paired bootstrap over sentences and seeds of "A and B have the same seed-averaged accuracy".
-
-    Each resample b uses the sentences `counts[b]` for both models and draws K_a seeds of A and K_b of B
-    with replacement; d*_b is the difference of their mean accuracies, d the observed difference, and
-    p = (1 + #{b : |d*_b - d| >= |d|}) / (1 + B) as in `metrics.paired_bootstrap_test` (which it equals in
-    distribution when K_a = K_b = 1). Integer counts keep ties exact.
-    """
-    rng = np.random.default_rng(seed)
-    n_resamples = counts.shape[0]
-    columns = np.arange(n_resamples)[:, None]
-    means = []
-    for correct in (correct_a, correct_b):
-        accuracies = resampled_accuracy(correct, counts)  # [K, B]
-        picked = rng.integers(0, len(correct), size=(n_resamples, len(correct)))
-        means.append(accuracies[picked, columns].mean(1))
-    diffs = means[0] - means[1]
-    observed = float(np.mean(correct_a) - np.mean(correct_b))
-    extreme = int(np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12))
-    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
-    return {"difference": observed, "interval": [float(low), float(high)], "p": (1 + extreme) / (1 + n_resamples)}
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error), in the order given."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted = [0.0] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
+# ----------------------------------------------------------------------------- rows of the table
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -232,10 +183,11 @@ def _row(name: str, labels: np.ndarray, predicted: np.ndarray, per_seed: list[di
 
 def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = None, *, data_dir: Any = None,
                       source: str = "auto", device: str | None = None, precision: str = "auto",
-                      progress: bool = True) -> Path:
+                      progress: bool = True, profile_spec: Profile | None = None) -> Path:
     """The pretraining folder of `arch`, pretrained first when its metrics.json is missing (resumed when a
     checkpoint is there: a killed pretraining continues instead of starting over), in `precision` (as
-    `bertcourse pretrain --precision`; a resumed run keeps the one it started in, another is refused)."""
+    `bertcourse pretrain --precision`; a resumed run keeps the one it started in, another is refused).
+    `profile_spec`: the `Profile` named `profile` when the caller has resolved it (`compare`)."""
     from bertcourse.training.checkpoint import CHECKPOINT_NAME
     from bertcourse.training.pretrain import PretrainOptions, pretrain
 
@@ -244,7 +196,8 @@ def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = Non
         resume = (folder / CHECKPOINT_NAME).is_file()
         print(f"{'resuming' if resume else 'running'} the {arch} pretraining in {folder}")
         pretrain(PretrainOptions(arch=arch, profile=profile, out_dir=folder, data_dir=data_dir, source=source,
-                                 resume=resume, device=device, precision=precision, progress=progress))
+                                 resume=resume, device=device, precision=precision, progress=progress),
+                 profile_spec=profile_spec)
     return folder
 
 
@@ -287,13 +240,14 @@ def _predicted(folder: Path) -> np.ndarray:
                       comments=None)
 
 
-def _baselines(data: Any, labels: np.ndarray, counts: np.ndarray, data_dir: Any, source: str) -> list[dict]:
+def _baselines(data: Any, labels: np.ndarray, counts: np.ndarray, data_dir: Any, source: str,
+               course: Any) -> list[dict]:
     """Majority class and TF-IDF + LR, trained on the fine-tuning runs' rows of SST-2 train."""
     from bertcourse.data import column, load_sst2
     from bertcourse.evaluation import fit_tfidf_baseline
     from bertcourse.training.finetune import scores
 
-    train = load_sst2("train", data_dir, source)
+    train = load_sst2("train", data_dir, source, course)
     sentences = column(train, "sentence")
     train_x = [sentences[i] for i in data.train_rows]
     train_y = data.train_labels.tolist()
@@ -334,7 +288,7 @@ STATISTICS_TEST = (
 def resolve_public(requested: list[str] | tuple[str, ...], course: Any) -> list[tuple[str, str, Any]]:
     """(name, spec, course.yml entry or None) for each requested name: a name of `public_checkpoints`, `hf:ORG/NAME`
     or a save_pretrained folder; `[]`-like "all" is the caller's (an empty list asks for nothing)."""
-    from bertcourse.training.hf_checkpoints import is_hf_spec, parse_spec
+    from bertcourse.hf_checkpoints import is_hf_spec, parse_spec
 
     chosen = []
     for item in requested:
@@ -378,13 +332,15 @@ def public_cost(entry: Any, info: dict[str, Any], select_prob: float) -> dict[st
 def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, runs_dir: Path, *, spec: Any,
                select_prob: float, data_dir: Any, source: str, device: str | None, precision: str,
                progress: bool, after_run: Callable[[RunSpec, Any], None] | None = None,
-               max_steps: int | None = None) -> tuple[dict[str, Any], dict[RunSpec, tuple[dict, np.ndarray, Path]]]:
+               max_steps: int | None = None, profile_spec: Profile | None = None,
+               ) -> tuple[dict[str, Any], dict[RunSpec, tuple[dict, np.ndarray, Path]]]:
     """Fine-tune every regime x seed of each public checkpoint exactly as the course's rows (same training rows,
     same 872 sentences, same folders' format). Returns ({"requested", "skipped", "notice", "checkpoints"}, the
     finished runs by RunSpec); hub checkpoints that cannot be reached are skipped with ONE notice line.
-    `max_steps` stops each run early (tests), as `FinetuneOptions.max_steps`."""
+    `max_steps` stops each run early (tests), as `FinetuneOptions.max_steps`; `profile_spec`: the `Profile`
+    named `profile` when the caller has resolved it (`compare`)."""
+    from bertcourse.hf_checkpoints import HubUnreachable, load_pretrained
     from bertcourse.training.finetune import FinetuneOptions, default_out_dir, encode_sst2, finetune
-    from bertcourse.training.hf_checkpoints import HubUnreachable, load_pretrained
 
     summary: dict[str, Any] = {"requested": [name for name, _, _ in chosen], "skipped": [], "notice": None,
                                "checkpoints": {}}
@@ -409,7 +365,7 @@ def run_public(chosen: list[tuple[str, str, Any]], profile: str, seeds: int, run
                                           pretrained=checkpoint, data_dir=data_dir, source=source, device=device,
                                           precision=precision, progress=False, max_steps=max_steps)
                 options.out_dir = runs_dir / default_out_dir(options, profile).name
-                result = finetune(options, data=data)
+                result = finetune(options, data=data, profile_spec=profile_spec)
                 finished[run] = (result.metrics, _predicted(options.out_dir), options.out_dir)
                 if progress:
                     how = "reused" if result.model is None else f"{result.metrics['train_seconds']:.0f} s"
@@ -445,13 +401,14 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     if launched_by_torchrun():  # a second process group in the same torchrun processes hung when tried
         raise BertcourseError("`bertcourse compare` runs on one process: start it without torchrun (its "
                               "pretraining and single fine-tuning runs can use torchrun, README)")
-    from bertcourse.course import load_course, resolve_profile
+    from bertcourse.course import load_course, select_profile
     from bertcourse.training.finetune import FinetuneOptions, encode_sst2, finetune
 
     began = time.perf_counter()
     course = load_course()
-    profile = resolve_profile(profile, course)
-    spec = course.profile(profile).finetuning()
+    profile_spec = select_profile(profile, course)  # the one look-up of the profile; passed down from here
+    profile = profile_spec.name
+    spec = profile_spec.finetuning()
     seeds = spec.seeds if seeds is None else seeds
     if seeds < 1:
         raise CompareError(f"--seeds must be at least 1, got {seeds}")
@@ -459,7 +416,8 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()
 
     folders = {arch: ensure_pretrained(arch, profile, runs_dir, data_dir=data_dir, source=source, device=device,
-                                       precision=precision, progress=progress) for arch in ARCHS}
+                                       precision=precision, progress=progress, profile_spec=profile_spec)
+               for arch in ARCHS}
     pretrained_seconds = time.perf_counter() - began
     saved = {arch: load_checkpoint(folder) for arch, folder in folders.items()}
     cost = {arch: pretraining_cost(folders[arch], saved[arch], course.masking.select_prob) for arch in ARCHS}
@@ -467,7 +425,8 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     for arch in ARCHS:
         if saved[arch]["tokenizer"] not in encoded:
             tokenizer = tokenizer_from_json(saved[arch]["tokenizer"])
-            encoded[saved[arch]["tokenizer"]] = encode_sst2(tokenizer, spec, data_dir=data_dir, source=source)
+            encoded[saved[arch]["tokenizer"]] = encode_sst2(tokenizer, spec, data_dir=data_dir, source=source,
+                                                            course=course)
     data = {arch: encoded[saved[arch]["tokenizer"]] for arch in ARCHS}
     del saved  # the checkpoints' optimizer states are not needed any more
 
@@ -480,7 +439,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
                                       profile=profile, pretrained=folders[run.arch] / CHECKPOINT_NAME,
                                       out_dir=folder, data_dir=data_dir, source=source, device=device,
                                       precision=precision, progress=False)
-            result = finetune(options, data=data[run.arch])
+            result = finetune(options, data=data[run.arch], profile_spec=profile_spec)
             finished[run] = (result.metrics, _predicted(folder), folder)
             how = "reused" if result.model is None else f"{result.metrics['train_seconds']:.0f} s"
             bar.write(f"[{number}/{len(plan)}] {run.row} seed {run.seed}: accuracy "
@@ -491,7 +450,8 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     chosen = resolve_public(list(public), course)
     public_summary, public_runs = run_public(
         chosen, profile, seeds, runs_dir, spec=spec, select_prob=course.masking.select_prob, data_dir=data_dir,
-        source=source, device=device, precision=precision, progress=progress, after_run=after_run)
+        source=source, device=device, precision=precision, progress=progress, after_run=after_run,
+        profile_spec=profile_spec)
     finished.update(public_runs)
     finetuned_seconds = time.perf_counter() - began - pretrained_seconds
 
@@ -548,7 +508,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
                      "bootstrap_seed": BOOTSTRAP_SEED, "runs_dir": str(runs_dir)},
         "statistics": {"interval": STATISTICS_INTERVAL, "test": STATISTICS_TEST},
         "rows": rows,
-        "baselines": _baselines(data["bert"], labels, counts, data_dir, source),
+        "baselines": _baselines(data["bert"], labels, counts, data_dir, source, course),
         "tests": tests,
         "pretraining": cost,
         "flops_formula": FLOPS_FORMULA,
@@ -588,6 +548,6 @@ def compare_command(args: Any) -> int:
 
 __all__ = [
     "ANCHORS", "COMPARE_FORMAT", "CompareError", "RESULTS_FIELDS", "RunSpec", "compare", "compare_command",
-    "ensure_pretrained", "holm", "load_results", "paired_seed_bootstrap", "pretraining_cost", "public_cost",
-    "resolve_public", "run_plan", "run_public", "seed_averaged_interval", "sentence_resamples",
+    "ensure_pretrained", "load_results", "pretraining_cost", "public_cost", "resolve_public", "run_plan",
+    "run_public",
 ]

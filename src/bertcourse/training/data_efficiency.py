@@ -168,7 +168,7 @@ def run_plan(models: Sequence[CurveModel], budgets: Sequence[int], seeds: int) -
 # ----------------------------------------------------------------------------- one run
 
 
-def _starting_point(model: CurveModel, profile: str, runs_dir: Path, data_dir: Any, source: str) -> dict[str, Any]:
+def _starting_point(model: CurveModel, profile_spec: Any, runs_dir: Path, data_dir: Any, source: str) -> dict[str, Any]:
     """{config, tokenizer, state, described, build}: what every run of `model` starts from. `build(seed,
     init, dropout)` returns a fresh classifier (pretrained weights or random ones of the same shape).
 
@@ -181,10 +181,10 @@ def _starting_point(model: CurveModel, profile: str, runs_dir: Path, data_dir: A
     from bertcourse.training.finetune import FinetuneOptions
     from bertcourse.training.finetune import _starting_point as finetune_start
 
-    pretrained = model.pretrained or pretraining_folder(model.arch, profile, runs=runs_dir)
-    options = FinetuneOptions(arch=model.arch, init="pretrained", profile=profile, pretrained=pretrained,
+    pretrained = model.pretrained or pretraining_folder(model.arch, profile_spec.name, runs=runs_dir)
+    options = FinetuneOptions(arch=model.arch, init="pretrained", profile=profile_spec.name, pretrained=pretrained,
                               data_dir=data_dir, source=source, progress=False)
-    config_dict, tokenizer, start = finetune_start(options, profile, data_dir, source)
+    config_dict, tokenizer, start = finetune_start(options, profile_spec, data_dir, source)
     config = ModelConfig.from_dict(config_dict)
 
     def build(seed: int, init: str, dropout: float) -> Any:
@@ -307,7 +307,7 @@ def _tfidf_predictions(sentences: list[str], labels: list[int], validation: list
 
 def _row(name: str, kind: str, budget: int, labels: np.ndarray, predicted: np.ndarray, counts: np.ndarray,
          **extra: Any) -> dict[str, Any]:
-    from bertcourse.training.compare import seed_averaged_interval
+    from bertcourse.stats import seed_averaged_interval
 
     per_seed = (predicted == labels[None]).mean(1).tolist()
     accuracy = {"per_seed": per_seed, "mean": float(np.mean(per_seed)),
@@ -346,18 +346,10 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     """
     from tqdm.auto import tqdm
 
-    from bertcourse.course import load_course, resolve_profile
+    from bertcourse.course import load_course, select_profile
     from bertcourse.data import column, load_sst2
-    from bertcourse.training.compare import (
-        ALPHA,
-        BOOTSTRAP_RESAMPLES,
-        STATISTICS_INTERVAL,
-        STATISTICS_TEST,
-        ensure_pretrained,
-        holm,
-        paired_seed_bootstrap,
-        sentence_resamples,
-    )
+    from bertcourse.stats import ALPHA, BOOTSTRAP_RESAMPLES, holm, paired_seed_bootstrap, sentence_resamples
+    from bertcourse.training.compare import STATISTICS_INTERVAL, STATISTICS_TEST, ensure_pretrained
     from bertcourse.training.data_efficiency_report import write_results
     from bertcourse.training.devices import pick_device
     from bertcourse.training.finetune import encode_sst2, predict_rows, run_key
@@ -372,8 +364,9 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     if len({m.name for m in models}) != len(models) or not models:
         raise LabelCurveError(f"models need distinct names, got {[m.name for m in models]}")
     course = load_course()
-    profile = resolve_profile(profile, course)
-    spec = course.profile(profile).finetuning()
+    profile_spec = select_profile(profile, course)  # the one look-up of the profile; passed down from here
+    profile = profile_spec.name
+    spec = profile_spec.finetuning()
     out = Path(out) if out is not None else Path("results") / f"labels-{profile}"
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()  # $BERTCOURSE_RUNS, else runs/
     train_table = load_sst2("train", data_dir, source)
@@ -383,9 +376,9 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     for m in models:  # the course's checkpoints, pretrained first when missing (as compare does)
         if m.pretrained is None:
             ensure_pretrained(m.arch, profile, runs_dir, data_dir=data_dir, source=source, device=device,
-                              progress=progress)
+                              progress=progress, profile_spec=profile_spec)
     pretrained_seconds = time.perf_counter() - began
-    starts = {m.name: _starting_point(m, profile, runs_dir, data_dir, source) for m in models}
+    starts = {m.name: _starting_point(m, profile_spec, runs_dir, data_dir, source) for m in models}
     everything = replace(spec, train_rows=None)  # all 67,349 rows encoded once per tokenizer
     tokenizer_digest = {name: _tokenizer_digest(s["tokenizer"]) for name, s in starts.items()}
     encoded: dict[str, Any] = {}

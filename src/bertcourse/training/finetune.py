@@ -9,7 +9,7 @@ writes `runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN/`:
 - `predictions.tsv`: one line per validation sentence (label, prediction, P(positive), sentence).
 
 The pretrained encoder is the course's own pretraining checkpoint, or a transformers checkpoint
-(`--pretrained hf:ORG/NAME` or a folder written by `save_pretrained`, `bertcourse.training.hf_checkpoints`) read
+(`--pretrained hf:ORG/NAME` or a folder written by `save_pretrained`, `bertcourse.hf_checkpoints`) read
 with its own tokenizer: everything else (pooling, regimes, seeds, scores, the run folder) is the same, so
 its row differs only in where the weights came from. `--init scratch` with such a checkpoint trains
 the same architecture from random weights.
@@ -23,10 +23,11 @@ runs are paired sentence by sentence.
 Under `torchrun` (one process per device, `bertcourse.training.distributed.Processes`, as pretraining uses it)
 every process computes the same shuffled order and takes its own consecutive share of each global batch
 of the profile's `batch_size` rows; the loss of each share is weighted by its rows, so the averaged
-gradient is that of the whole batch, as in one process. Rank 0 alone evaluates and writes the run
-folder; the other processes then read it back, so every process returns the same result. What differs
-from one process: the head's dropout draws its masks per process (a tolerance, not equality; without
-dropout the runs agree to float rounding, tests/test_distributed.py), and a probe's feature vectors are
+gradient is that of the whole batch, as in one process. Rank 0 alone tokenizes SST-2 (the others read its
+token cache), evaluates and writes the run folder; the other processes then read it back, so every process
+returns the same result. What differs from one process: the head's dropout draws its masks per process (a
+tolerance, not equality; without dropout the runs agree to float rounding, tests/training/test_distributed.py),
+and a probe's feature vectors are
 computed by every process for all rows (cheap next to training). The process count enters the run's
 settings (and key) when it is above one.
 """
@@ -50,10 +51,19 @@ from tqdm.auto import tqdm
 from bertcourse import metrics
 from bertcourse.classifier import SequenceClassifier, build_classifier, trainable_parameters
 from bertcourse.config import ARCHITECTURES, INITS, REGIMES, ModelConfig
-from bertcourse.course import FinetuneSpec, load_course, resolve_profile
+from bertcourse.course import Course, FinetuneSpec, Profile, given_profile, load_course, select_profile
 from bertcourse.data import column, load_corpus, load_sst2
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import write_atomic
+from bertcourse.hf_checkpoints import (
+    HFEncoder,
+    encoder_from_saved,
+    is_hf_spec,
+    parse_spec,
+    random_like,
+    saved_encoder,
+)
+from bertcourse.hf_checkpoints import load_pretrained as load_hf
 from bertcourse.masking import pad_batch
 from bertcourse.model import build_model
 from bertcourse.prepare_data import profile_tokenizer
@@ -68,15 +78,6 @@ from bertcourse.training.checkpoint import (
 )
 from bertcourse.training.devices import autocast_dtype, precision_name
 from bertcourse.training.distributed import Processes, is_main_process
-from bertcourse.training.hf_checkpoints import (
-    HFEncoder,
-    encoder_from_saved,
-    is_hf_spec,
-    parse_spec,
-    random_like,
-    saved_encoder,
-)
-from bertcourse.training.hf_checkpoints import load_pretrained as load_hf
 from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.optim import adamw, linear_schedule
 from bertcourse.training.packing import tokenize_sentences
@@ -99,7 +100,7 @@ class FinetuneOptions:
     regime: str = "full"  # full, probe or lora
     init: str = "pretrained"  # pretrained: the pretraining checkpoint's weights; scratch: random ones
     seed: int = 0
-    profile: str | None = None  # resolve_profile's rule
+    profile: str | None = None  # a name; None: select_profile's rule
     pooling: str | None = None  # default: cls for the BERT, last for the GPT
     pretrained: str | Path | None = None  # default runs/pretrain-ARCH-PROFILE/checkpoint.pt; or hf:ORG/NAME, a folder
     out_dir: str | Path | None = None  # default runs/finetune-ARCH-REGIME-INIT-PROFILE-seedN
@@ -138,7 +139,7 @@ def sentence_rows(tokenizer: Any, texts: list[str], max_seq_len: int) -> list[li
     (`encode_sst2` and `bertcourse evaluate` both encode through it, so a saved model sees its training format).
     A tokenizer without [CLS]/[SEP] (a public decoder's) adds its own special tokens, as it was pretrained."""
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
-        from bertcourse.training.hf_checkpoints import encode_sentences
+        from bertcourse.hf_checkpoints import encode_sentences
 
         return encode_sentences(tokenizer, texts, max_seq_len)
     cut = max_seq_len - 2
@@ -146,13 +147,20 @@ def sentence_rows(tokenizer: Any, texts: list[str], max_seq_len: int) -> list[li
     return [[cls, *ids[:cut], sep] for ids in tokenize_sentences(tokenizer, texts)]
 
 
+def training_rows(n_train: int, spec: FinetuneSpec) -> list[int]:
+    """Which of SST-2's `n_train` training rows every run trains on: all, or the profile's fixed random
+    `train_rows` of them (in order)."""
+    if spec.train_rows is not None and spec.train_rows < n_train:
+        return sorted(np.random.default_rng(0).permutation(n_train)[: spec.train_rows].tolist())
+    return list(range(n_train))
+
+
 def encode_sst2(tokenizer: Any, spec: FinetuneSpec, *, data_dir: str | Path | None = None,
-                source: str = "auto") -> SST2Rows:
+                source: str = "auto", course: Course | None = None) -> SST2Rows:
     """Tokenize SST-2 once for a tokenizer (compare reuses it across runs)."""
-    train, validation = load_sst2("train", data_dir, source), load_sst2("validation", data_dir, source)
-    chosen = list(range(len(train)))
-    if spec.train_rows is not None and spec.train_rows < len(train):
-        chosen = sorted(np.random.default_rng(0).permutation(len(train))[: spec.train_rows].tolist())
+    train = load_sst2("train", data_dir, source, course)
+    validation = load_sst2("validation", data_dir, source, course)
+    chosen = training_rows(len(train), spec)
     sentences, labels = column(train, "sentence"), column(train, "label")
 
     def rows(texts: list[str]) -> list[list[int]]:
@@ -206,10 +214,12 @@ def _hf_starting_point(options: FinetuneOptions) -> tuple[dict, Any, dict]:
     return config, tokenizer, {"encoder": encoder, "info": info, "described": described}
 
 
-def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, source: str) -> tuple[dict, Any, dict]:
+def _starting_point(options: FinetuneOptions, profile_spec: Profile, data_dir: Any,
+                    source: str) -> tuple[dict, Any, dict]:
     """(model config dict, tokenizer, {"state": pretrained weights or None, "described": their identity or None})."""
     if is_hf_spec(options.pretrained):
         return _hf_starting_point(options)
+    profile = profile_spec.name
     path = Path(options.pretrained) if options.pretrained else default_pretrained(options.arch, profile)
     if path.is_dir():
         if not (path / CHECKPOINT_NAME).is_file() and options.pretrained:
@@ -228,10 +238,9 @@ def _starting_point(options: FinetuneOptions, profile: str, data_dir: Any, sourc
         raise FinetuneError(f"{path}: no pretraining checkpoint; run `bertcourse pretrain --arch {options.arch} "
                             f"--profile {profile}` first (or pass --pretrained PATH, or --init scratch)")
     course = load_course()  # scratch without a checkpoint: the profile's model and tokenizer (of its corpus)
-    spec = course.profile(profile)
-    corpus = load_corpus(course, data_dir=data_dir, source=source, profile=profile)
-    tokenizer = profile_tokenizer(profile, course, corpus, progress=options.progress)
-    config = spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
+    corpus = load_corpus(course, data_dir=data_dir, source=source, profile_spec=profile_spec)
+    tokenizer = profile_tokenizer(profile_spec, course, corpus, progress=options.progress)
+    config = profile_spec.model.for_arch(options.arch, vocab_size=len(tokenizer)).to_dict()
     return config, tokenizer, {"state": None, "described": None}
 
 
@@ -403,8 +412,10 @@ def scores(labels: Any, predicted: Any, *, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = None) -> FinetuneResult:
-    """Run (or reuse) one fine-tuning run as `options` say. `data`: SST-2 already encoded (see compare)."""
+def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = None,
+             profile_spec: Profile | None = None) -> FinetuneResult:
+    """Run (or reuse) one fine-tuning run as `options` say. `data`: SST-2 already encoded (see compare);
+    `profile_spec`: the profile the caller resolved (the command, `compare`), instead of `options.profile`'s."""
     options = options or FinetuneOptions()
     if not is_hf_spec(options.pretrained):
         options = dataclasses.replace(options, arch=options.arch or "bert")
@@ -413,10 +424,11 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
         if value not in allowed:
             raise FinetuneError(f"--{name} must be one of {', '.join(allowed)}, got {value!r}")
     course = load_course()
-    profile = resolve_profile(options.profile, course)
-    spec = course.profile(profile).finetuning()
+    profile_spec = given_profile(options.profile, profile_spec, course)
+    profile = profile_spec.name
+    spec = profile_spec.finetuning()
     out_dir = Path(options.out_dir) if options.out_dir else default_out_dir(options, profile)
-    config_dict, tokenizer, start = _starting_point(options, profile, options.data_dir, options.source)
+    config_dict, tokenizer, start = _starting_point(options, profile_spec, options.data_dir, options.source)
     hf = start.get("info")  # a transformers checkpoint's description, None for the course's models
     if hf is not None:
         options = dataclasses.replace(options, arch=hf["arch"])
@@ -441,16 +453,20 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
     if finished is not None:
         return finished
 
-    # every process encodes SST-2 itself (seconds; the token cache is written atomically), so that a split that
-    # cannot work is refused before any process group is joined
-    data = data or encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source)
     batch_size = PROBE_BATCH if options.regime == "probe" else spec.batch_size
-    last_batch = len(data.train_ids) % batch_size or batch_size
+    if data is not None:
+        n_rows = len(data.train_ids)
+    else:  # counted from the table alone: a split that cannot work is refused before any process group is joined
+        n_rows = len(training_rows(len(load_sst2("train", options.data_dir, options.source, course)), spec))
+    last_batch = n_rows % batch_size or batch_size
     if processes.ddp and last_batch < processes.world_size:
-        raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {len(data.train_ids)} training "
+        raise FinetuneError(f"the last batch of an epoch holds {last_batch} of the {n_rows} training "
                             f"rows, fewer than the {processes.world_size} processes: run fewer processes or "
                             "change train_rows")
     processes.start(batch_size)
+    if data is None:
+        with processes.main_first():  # under torchrun rank 0 tokenizes SST-2 and caches the tokens, the rest read
+            data = encode_sst2(tokenizer, spec, data_dir=options.data_dir, source=options.source, course=course)
     device = processes.device
     torch.manual_seed(options.seed)
     if hf is not None:  # the checkpoint's weights, or its architecture freshly initialised (seeded above)
@@ -538,13 +554,14 @@ def load_classifier(path: str | Path, device: str | torch.device = "cpu") -> tup
 
 def finetune_command(args: Any) -> int:
     """`bertcourse finetune`: one run; prints its accuracy and where its folder is."""
+    profile_spec = select_profile(args.profile)  # the one look-up of the profile; passed down from here
     options = FinetuneOptions(
-        arch=args.arch, regime=args.regime, init=args.init, seed=args.seed, profile=args.profile,
+        arch=args.arch, regime=args.regime, init=args.init, seed=args.seed, profile=profile_spec.name,
         pooling=args.pooling, pretrained=args.pretrained, out_dir=args.out, data_dir=args.data_dir,
         source=args.source, device=args.device, precision=args.precision, progress=not args.no_progress,
         max_steps=args.max_steps,
     )
-    result = finetune(options)
+    result = finetune(options, profile_spec=profile_spec)
     if not is_main_process():  # under torchrun: rank 0 prints
         return 0
     m = result.metrics
@@ -563,4 +580,5 @@ __all__ = [
     "FINETUNE_FORMAT", "INITS", "REGIMES", "FinetuneError", "FinetuneOptions", "FinetuneResult", "SST2Rows",
     "default_out_dir", "default_pretrained", "encode_sst2", "finetune", "finetune_command",
     "load_classifier", "pooled_features", "predict_rows", "read_finished", "run_key", "scores", "sentence_rows",
+    "training_rows",
 ]

@@ -17,7 +17,8 @@ adds over a textbook loop is what a real run needs:
   its share of every global batch, rank 0 alone evaluates, prints and saves.
 
 The corpus is packed into blocks by `bertcourse.training.packing`, the curves drawn by `bertcourse.training.plotting`.
-This module and the command are where course.yml's profile is read; the modules above never read it.
+The profile comes resolved from the command or `compare` (`profile_spec`), or is selected here from
+`options.profile` (a lesson); the modules above are handed what they need of it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bertcourse.config import ARCHITECTURES, ModelConfig
-from bertcourse.course import load_course, resolve_profile
+from bertcourse.course import Profile, given_profile, load_course, select_profile
 from bertcourse.data import load_corpus
 from bertcourse.errors import BertcourseError
 from bertcourse.model import GPT, BertForMLM, build_model, describe
@@ -71,7 +72,7 @@ class PretrainOptions:
     """What `bertcourse pretrain` can change; the rest comes from the course.yml profile."""
 
     arch: str = "bert"  # "bert" (masked LM) or "gpt" (next-token LM)
-    profile: str | None = None  # None: $BERTCOURSE_PROFILE, else gpu with CUDA, else cpu-quick (resolve_profile)
+    profile: str | None = None  # a name; None: $BERTCOURSE_PROFILE, else gpu with CUDA, else cpu-quick (select_profile)
     out_dir: str | Path = "runs/pretrain"
     data_dir: str | Path | None = None
     source: str = "auto"
@@ -164,17 +165,19 @@ def repeats_notice(corpus: Any, n_blocks: int, steps: int, batch_size: int) -> s
             "smaller corpus: the run mostly repeats it")
 
 
-def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, tokenizer: Any = None) -> PretrainResult:
+def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, tokenizer: Any = None,
+             profile_spec: Profile | None = None) -> PretrainResult:
     """Pretrain (or resume) a model as `options` say; returns the model, tokenizer and history.
 
-    `corpus` / `tokenizer` may be passed in to skip loading them (lessons that already have them).
+    `corpus` / `tokenizer` may be passed in to skip loading them (lessons that already have them);
+    `profile_spec`, the profile the caller resolved (the command, `compare`), instead of `options.profile`'s.
     """
     options = options or PretrainOptions()
     objective_type = objective_class(options.arch, whole_word=options.whole_word)  # refuses gpt + whole_word
     course = load_course()
-    options = replace(options, profile=resolve_profile(options.profile, course))
-    profile = course.profile(options.profile)
-    spec = profile.pretrain
+    profile_spec = given_profile(options.profile, profile_spec, course)
+    options = replace(options, profile=profile_spec.name)
+    spec = profile_spec.pretrain
     max_steps = options.max_steps or spec.max_steps
     eval_every = options.eval_every or spec.eval_every
     checkpoint_every = options.checkpoint_every or spec.checkpoint_every
@@ -196,10 +199,10 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         tokenizer = tokenizer_from_json(saved["tokenizer"])
     with processes.main_first():  # under torchrun rank 0 builds and caches the corpus and tokenizer, the rest read
         if corpus is None:
-            corpus = load_corpus(course, data_dir=options.data_dir, source=options.source, profile=options.profile)
+            corpus = load_corpus(course, data_dir=options.data_dir, source=options.source, profile_spec=profile_spec)
         if tokenizer is None:
-            tokenizer = profile_tokenizer(options.profile, course, corpus)
-    config = profile.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
+            tokenizer = profile_tokenizer(profile_spec, course, corpus)
+    config = profile_spec.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
     settings = _resume_settings(options, config, spec, max_steps, processes.world_size)
     if saved is not None:
         processes.check_resume(checkpoint_path, saved)
@@ -266,7 +269,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
 
     other = next(arch for arch in ARCHITECTURES if arch != options.arch)
     with torch.device("meta"):  # only to count its parameters: no memory, no random draws
-        twin = build_model(profile.model.for_arch(other, vocab_size=len(tokenizer)))
+        twin = build_model(profile_spec.model.for_arch(other, vocab_size=len(tokenizer)))
     if main:
         print(f"{describe(model)} (its {other} counterpart: {sum(p.numel() for p in twin.parameters()):,})")
         print(
@@ -367,11 +370,11 @@ def write_report(out_dir: Path, history: dict, final: dict, options: PretrainOpt
 def pretrain_command(args: Any) -> int:
     """`bertcourse pretrain`: run (or resume) pretraining and print where the results went."""
     objective_type = objective_class(args.arch, whole_word=args.whole_word)  # gpt + --whole-word: refused here
-    profile = resolve_profile(args.profile)
-    out = args.out or pretraining_folder(args.arch, profile, whole_word=args.whole_word)
+    profile_spec = select_profile(args.profile)  # the one look-up of the profile; passed down from here
+    out = args.out or pretraining_folder(args.arch, profile_spec.name, whole_word=args.whole_word)
     options = PretrainOptions(
         arch=args.arch,
-        profile=profile,
+        profile=profile_spec.name,
         out_dir=out,
         data_dir=args.data_dir,
         source=args.source,
@@ -389,7 +392,7 @@ def pretrain_command(args: Any) -> int:
         raise BertcourseError(f"--max-steps must be at least 1, got {options.max_steps}")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         raise BertcourseError(f"--dropout must be at least 0 and below 1, got {args.dropout}")
-    result = pretrain(options)
+    result = pretrain(options, profile_spec=profile_spec)
     if not is_main_process():  # under torchrun, rank 0 reports
         return 0
     final = result.final_eval

@@ -1,4 +1,4 @@
-"""Transformers checkpoints as the pretrained encoder (bertcourse.training.hf_checkpoints), offline: the tests build
+"""Transformers checkpoints as the pretrained encoder (bertcourse.hf_checkpoints), offline: the tests build
 tiny randomly initialised checkpoints themselves (tests/support/hf_support.py) and save them with
 `save_pretrained`, as a downloaded BERT-Tiny or Pythia would be; no hub is ever reached."""
 
@@ -13,9 +13,10 @@ import torch
 from hf_support import tiny_bert, tiny_decoder
 
 from bertcourse.cli import main
-from bertcourse.training.hf_checkpoints import (
+from bertcourse.hf_checkpoints import (
     HFCheckpointError,
     HubUnreachable,
+    load_language_model,
     load_or_notice,
     load_pretrained,
     parse_spec,
@@ -77,6 +78,32 @@ def test_each_load_is_a_fresh_copy_and_the_digest_follows_the_weights(checkpoint
     fresh = random_like(info)
     assert fresh.config == second.config
     assert not torch.equal(next(fresh.parameters()), next(second.parameters()))
+
+
+def test_a_language_model_reads_its_weights_once_and_is_described_as_its_encoder(checkpoints, monkeypatch):
+    """With its head (fill-mask, attention maps) the checkpoint is read once, by the head's class; the
+    description is the encoder's (the same digest as `load_pretrained` without a head). A decoder takes the
+    causal-LM head; a head the model type has none of is refused with the checkpoint's name."""
+    from transformers import AutoModelForMaskedLM, PreTrainedModel
+
+    from bertcourse import hf_checkpoints
+
+    loaded = []
+    original = PreTrainedModel.from_pretrained.__func__
+
+    def counted(cls, *args, **kwargs):
+        loaded.append(cls.__name__)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedModel, "from_pretrained", classmethod(counted))
+    hf_checkpoints._load.cache_clear()
+    model, tokenizer, info = load_language_model(checkpoints["bert"])
+    assert loaded == ["BertForMaskedLM"] and type(model).__name__ == "BertForMaskedLM" and not model.training
+    assert info["digest"] == load_pretrained(checkpoints["bert"])[2]["digest"]
+    assert load_language_model(checkpoints["neox"])[0].__class__.__name__ == "GPTNeoXForCausalLM"
+    with pytest.raises(HFCheckpointError, match="neox: a gpt_neox model has no AutoModelForMaskedLM head"):
+        load_pretrained(checkpoints["neox"], head=AutoModelForMaskedLM)
+    hf_checkpoints._load.cache_clear()
 
 
 def test_a_folder_that_is_not_a_checkpoint_is_refused_with_its_path(tmp_path):

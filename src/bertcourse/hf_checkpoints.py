@@ -1,19 +1,21 @@
 """Transformers checkpoints as the course's pretrained encoder: Google's BERT-Tiny, a Pythia, or any folder
 written by `save_pretrained`, put through exactly the course's fine-tuning, statistics and report.
 
-A checkpoint is named `hf:ORG/NAME` (a hub id) or by the path of a local folder holding `config.json`.
-It is loaded with transformers' own classes (`AutoConfig`, `AutoModel`, `AutoTokenizer`) and keeps its
-own tokenizer: the course never re-tokenizes a public model with the course vocabulary. `HFEncoder`
-wraps the base model (no LM head) so that `bertcourse.classifier.SequenceClassifier` reads it as it reads
-the course's models: `encode(ids, mask)` -> last hidden states [B, S, D], and a `config` with `arch`
-("bert" for an encoder, pooled at [CLS]; "gpt" for a decoder, pooled at its last real token) and `d_model`.
-LoRA's target modules are peft's own table for the model type (BERT: query/value; GPT-NeoX:
-query_key_value; GPT-2: c_attn).
+A checkpoint is named `hf:ORG/NAME` (a hub id) or by the path of a local folder holding `config.json`. It is
+loaded with transformers' own classes (`AutoConfig`, `AutoModel` or the head class asked for, such as
+`AutoModelForMaskedLM`, `AutoTokenizer`), its weights read once, and keeps its own tokenizer: the course never
+re-tokenizes a public model with the course vocabulary. `HFEncoder` wraps the base model (no LM head) so that
+`bertcourse.classifier.SequenceClassifier` reads it as it reads the course's models: `encode(ids, mask)` ->
+last hidden states [B, S, D], and a `config` with `arch` ("bert" for an encoder, pooled at [CLS]; "gpt" for a
+decoder, pooled at its last real token) and `d_model`. LoRA's target modules are peft's own table for the
+model type (BERT: query/value; GPT-NeoX: query_key_value; GPT-2: c_attn).
 
 Loading refuses, with one line naming the checkpoint: a folder that is not a checkpoint, a model type the
 course cannot pool (an encoder-decoder such as T5), a tokenizer whose ids exceed the model's vocabulary,
-weights missing from the checkpoint (a "pretrained" row must not be partly random), and a hub id that
-cannot be reached (`HubUnreachable`, so that a lesson can print a notice and go on: `load_or_notice`).
+weights missing from the checkpoint (a "pretrained" row must not be partly random, a fill-mask head must not
+be random), a head the model type has none of, and a hub id that cannot be reached (`HubUnreachable`, so that
+a lesson can print a notice and go on: `load_or_notice`). The hub is asked only when it answers: offline, the
+local Hugging Face cache alone is read (a lesson must not hang on an offline machine).
 """
 
 from __future__ import annotations
@@ -193,46 +195,72 @@ def check_tokenizer(tokenizer: Any, vocab_size: int, arch: str, where: str) -> N
         raise HFCheckpointError(f"{where}: an encoder whose tokenizer has no [CLS]/[SEP] token to pool at")
 
 
-@functools.lru_cache(maxsize=4)
-def _load(source: Source, stamp: float) -> tuple[nn.Module, Any, dict[str, Any]]:
-    """The base model, tokenizer and description of a checkpoint, read once (`stamp`: a folder's mtime, so
-    a rewritten folder is read again). Callers get copies of the model."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+def _read_config(source: Source, local_only: bool) -> Any:
+    """The checkpoint's transformers config, refused when transformers does not know it or cannot fetch it."""
+    from transformers import AutoConfig
 
-    where = source.spec
     try:
-        config = AutoConfig.from_pretrained(source.name)
+        return AutoConfig.from_pretrained(source.name, local_files_only=local_only)
     except ValueError as exc:  # a config.json transformers does not know
-        raise HFCheckpointError(f"{where}: config.json names no model type transformers knows "
+        raise HFCheckpointError(f"{source.spec}: config.json names no model type transformers knows "
                                 f"({_one_line(exc)})") from exc
     except OSError as exc:
         raise _fetch_error(source, "config", exc) from exc
+
+
+def _local_only(source: Source) -> bool:
+    """Read the local cache only, without asking the hub, when the hub does not answer (or for a folder)."""
+    if source.kind == "folder":
+        return False
+    from bertcourse.data import _hub_reachable
+
+    return not _hub_reachable()[0]
+
+
+@functools.lru_cache(maxsize=4)
+def _load(source: Source, stamp: float, head: type | None, attention: str | None
+          ) -> tuple[nn.Module, Any, dict[str, Any]]:
+    """The model (the base model, or `head`'s), tokenizer and description of a checkpoint, read once (`stamp`:
+    a folder's mtime, so a rewritten folder is read again). Callers get copies of the model."""
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    where = source.spec
+    local_only = _local_only(source)
+    config = _read_config(source, local_only)
     if getattr(config, "is_encoder_decoder", False):
         raise HFCheckpointError(f"{where}: {config.model_type} is an encoder-decoder; the course pools an encoder "
                                 "or a decoder on its own")
     arch = kind_of(config.model_type, where)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source.name)
+        tokenizer = AutoTokenizer.from_pretrained(source.name, local_files_only=local_only)
     except (OSError, ValueError, TypeError) as exc:
         raise _fetch_error(source, "tokenizer (its own is needed: tokenizer.save_pretrained)", exc) from exc
     check_tokenizer(tokenizer, config.vocab_size, arch, where)
-    kwargs = _base_model_kwargs(MODEL_MAPPING[type(config)])
+    kwargs = _base_model_kwargs(MODEL_MAPPING[type(config)]) if head is None else {}
+    if attention is not None:
+        kwargs["attn_implementation"] = attention
     try:
-        model, loading = AutoModel.from_pretrained(source.name, output_loading_info=True, **kwargs)
+        model, loading = (head or AutoModel).from_pretrained(source.name, output_loading_info=True,
+                                                             local_files_only=local_only, **kwargs)
     except OSError as exc:
         raise _fetch_error(source, "weights", exc) from exc
+    except ValueError as exc:  # an Auto head class without an entry for this model type
+        raise HFCheckpointError(f"{where}: a {config.model_type} model has no {head.__name__} head "
+                                f"({_one_line(exc)})") from exc
     missing = sorted(loading.get("missing_keys") or [])
     if missing:
-        raise HFCheckpointError(f"{where}: {len(missing)} weights of the {config.model_type} encoder are not in the "
+        what = "encoder" if head is None else f"model with its {head.__name__} head"
+        raise HFCheckpointError(f"{where}: {len(missing)} weights of the {config.model_type} {what} are not in the "
                                 f"checkpoint (e.g. {missing[0]}); they would start random")
     model.eval()
+    base = model if head is None else model.base_model  # the description is the encoder's, with or without a head
     info = {
         "checkpoint": where, "source": source.kind, "name": source.name, "model_type": config.model_type,
         "arch": arch, "pooling": "cls" if arch == "bert" else "last", "config": _clean_config(config),
         "revision": getattr(config, "_commit_hash", None) if source.kind == "hub" else None,
-        "digest": weights_digest(model), "parameters": sum(p.numel() for p in model.parameters()),
-        "embedding_parameters": sum(p.numel() for m in model.modules() if isinstance(m, nn.Embedding)
+        "digest": weights_digest(base), "parameters": sum(p.numel() for p in base.parameters()),
+        "embedding_parameters": sum(p.numel() for m in base.modules() if isinstance(m, nn.Embedding)
                                     for p in m.parameters(recurse=False)),
         "tokenizer": hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
         "lora_targets": lora_targets_for(config.model_type), "slug": source.slug,
@@ -260,16 +288,23 @@ def _encoder(model: nn.Module, info: dict[str, Any]) -> HFEncoder:
                                           checkpoint=info["checkpoint"]), info["lora_targets"])
 
 
-def load_pretrained(spec: str | os.PathLike) -> tuple[HFEncoder, Any, dict[str, Any]]:
+def load_pretrained(spec: str | os.PathLike, *, head: type | None = None,
+                    attention: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """(encoder with the checkpoint's weights, its own tokenizer, a description) for `hf:ORG/NAME` or a folder.
 
-    The description: checkpoint, source, name, model_type, arch, pooling, config (config.json without
-    where/when keys), revision (hub commit), digest (of the weights), parameters, tokenizer (digest),
-    lora_targets, slug. Every call returns a fresh copy of the weights (a fine-tuning run changes them)."""
+    With `head` (a transformers class such as `AutoModelForMaskedLM`), that model with its head instead of the
+    encoder, as transformers returns it (for fill-mask and attention maps: `load_language_model`); `attention`
+    is its `attn_implementation` ("eager" returns attention weights). The weights are read once either way.
+
+    The description (of the encoder, with or without a head): checkpoint, source, name, model_type, arch,
+    pooling, config (config.json without where/when keys), revision (hub commit), digest (of the weights),
+    parameters, tokenizer (digest), lora_targets, slug. Every call returns a fresh copy of the weights (a
+    fine-tuning run changes them)."""
     source = parse_spec(spec)
     stamp = os.stat(source.name).st_mtime if source.kind == "folder" else 0.0
-    model, tokenizer, info = _load(source, stamp)
-    return _encoder(copy.deepcopy(model), info), copy.deepcopy(tokenizer), dict(info)
+    model, tokenizer, info = _load(source, stamp, head, attention)
+    model = copy.deepcopy(model)
+    return (_encoder(model, info) if head is None else model), copy.deepcopy(tokenizer), dict(info)
 
 
 def _config_for(model_type: str, values: dict[str, Any]) -> Any:
@@ -290,20 +325,16 @@ def random_like(info: dict[str, Any]) -> HFEncoder:
     return _encoder(model, info)
 
 
-def load_language_model(spec: str | os.PathLike) -> tuple[nn.Module, Any, dict[str, Any]]:
+def load_language_model(spec: str | os.PathLike, attention: str | None = None) -> tuple[nn.Module, Any, dict[str, Any]]:
     """The checkpoint WITH its language-model head (`AutoModelForMaskedLM` for an encoder,
     `AutoModelForCausalLM` for a decoder), its tokenizer and the description: for fill-mask and attention maps.
-    The same checks and errors as `load_pretrained`."""
+    `load_pretrained` with that head: the same checks and errors, the weights read once."""
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-    _, tokenizer, info = load_pretrained(spec)
     source = parse_spec(spec)
-    auto = AutoModelForMaskedLM if info["arch"] == "bert" else AutoModelForCausalLM
-    try:
-        model = auto.from_pretrained(source.name)
-    except OSError as exc:
-        raise _fetch_error(source, "language-model head", exc) from exc
-    return model.eval(), tokenizer, info
+    config = _read_config(source, _local_only(source))  # config.json only: which head the model type takes
+    head = AutoModelForMaskedLM if kind_of(config.model_type, source.spec) == "bert" else AutoModelForCausalLM
+    return load_pretrained(spec, head=head, attention=attention)
 
 
 def load_or_notice(spec: str | os.PathLike, *, head: bool = False) -> tuple[Any, Any, dict[str, Any]] | None:
