@@ -56,3 +56,29 @@ def quick_tokenizer(corpus):
 
     spec = load_course(check_files=False).profile("cpu-quick")
     return load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len, progress=False)
+
+
+@pytest.fixture(scope="session")
+def quick_compare(tmp_path_factory, data_dir):
+    """One uninterrupted `compare` on cpu-quick in temporary folders, trained from nothing: both pretrainings and
+    every fine-tuning run. It runs from an empty working folder that must stay empty: a path left relative to the
+    working folder (runs/, results/) would land there. tests/training/test_compare.py reads its report; its runs
+    folder is also the one the lessons run with (`lesson_runs`), so lessons 3 and 4 reuse these runs as a
+    student's lesson 4 reuses lesson 3's, instead of training the same runs a second time."""
+    from bertcourse.training.compare import compare
+
+    base = tmp_path_factory.mktemp("compare")
+    elsewhere = tmp_path_factory.mktemp("working-folder")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(elsewhere)
+        results = compare("cpu-quick", out=base / "results", runs_dir=base / "runs", data_dir=data_dir,
+                          progress=False)
+    assert not list(elsewhere.iterdir()), "compare wrote outside the folders it was given"
+    return base, results
+
+
+@pytest.fixture(scope="session")
+def lesson_runs(quick_compare) -> Path:
+    """$BERTCOURSE_RUNS of the executed lessons: `quick_compare`'s runs, never the checkout's own runs/ (which
+    may hold a developer's older runs that would let a lesson pass without training anything)."""
+    return quick_compare[0] / "runs"

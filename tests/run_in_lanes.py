@@ -25,9 +25,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_LANE = ["tests/checks", "tests/grading", "tests/authoring", "tests/training"]
+# Files of the first lane's folders that run in the second: they share a session fixture with the lessons
+# (`quick_compare`, whose runs the executed lessons reuse), and a session fixture lives in one process.
+SECOND_LANE_FILES = ["tests/training/test_compare.py"]
 LANES = {
-    "grading and training": FIRST_LANE,
-    "lessons and the rest": ["tests", *(f"--ignore={folder}" for folder in FIRST_LANE)],
+    "grading and training": [*FIRST_LANE, *(f"--ignore={path}" for path in SECOND_LANE_FILES)],
+    "lessons and the rest": ["tests", *(f"--ignore={folder}" for folder in FIRST_LANE), *SECOND_LANE_FILES],
 }
 COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 

@@ -212,8 +212,8 @@ def test_extract_choice_refuses_bad_letters():
 
 
 @pytest.mark.slow
-def test_lesson_5_conclusions_follow_its_own_measurements(data_dir):
-    text = printed_text(executed_lesson(LESSON, data_dir))
+def test_lesson_5_conclusions_follow_its_own_measurements(data_dir, lesson_runs):
+    text = printed_text(executed_lesson(LESSON, data_dir, lesson_runs))
     p_boot, p_mc = map(float, re.search(r"paired bootstrap p = ([\d.]+), McNemar p = ([\d.]+)", text).groups())
     verdict = re.search(r"verdict \(p < 0.05 on both tests\?\): (.+)", text).group(1)
     assert verdict.startswith("a difference this large" if max(p_boot, p_mc) < 0.05 else "this difference is within")

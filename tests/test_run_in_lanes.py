@@ -19,17 +19,26 @@ def test_counts_reads_the_closing_line():
 
 
 def test_lanes_cover_every_test_folder_once():
-    """The first lane's folders are exactly the ones the other lane ignores; every other folder of tests/
-    is in the second lane (it runs `tests` itself)."""
+    """The first lane's folders are exactly the ones the other lane ignores, less the files it names, which the
+    first lane ignores; every other folder of tests/ is in the second lane (it runs `tests` itself)."""
     first, rest = lanes.LANES.values()
     assert rest[0] == "tests"
-    assert sorted(arg.removeprefix("--ignore=") for arg in rest[1:]) == sorted(first)
-    assert all((ROOT / folder).is_dir() for folder in first)
+    folders = [arg for arg in first if not arg.startswith("--ignore=")]
+    assert folders == lanes.FIRST_LANE and all((ROOT / folder).is_dir() for folder in folders)
+    assert sorted(arg.removeprefix("--ignore=") for arg in rest[1:] if arg.startswith("--ignore=")) == sorted(folders)
+    moved = [arg for arg in rest[1:] if not arg.startswith("--ignore=")]
+    assert moved == lanes.SECOND_LANE_FILES and all((ROOT / path).is_file() for path in moved)
+    assert sorted(arg.removeprefix("--ignore=") for arg in first if arg.startswith("--ignore=")) == sorted(moved)
+    assert all(any(path.startswith(folder + "/") for folder in folders) for path in moved)
 
 
-def test_no_test_of_the_first_lane_executes_a_lesson():
-    """Lessons are executed once per process (tests/support/lesson_support.py): only the second lane may."""
+def test_no_test_of_the_first_lane_executes_a_lesson_or_shares_its_runs():
+    """Lessons are executed once per process (tests/support/lesson_support.py) with the runs of the session's
+    `quick_compare`: only the second lane may execute one or read those fixtures."""
     first, _ = lanes.LANES.values()
-    executing = [str(path.relative_to(ROOT)) for folder in first for path in (ROOT / folder).rglob("test_*.py")
-                 if "executed_lesson" in path.read_text() or "executed_again" in path.read_text()]
+    ignored = {ROOT / arg.removeprefix("--ignore=") for arg in first if arg.startswith("--ignore=")}
+    shared = ("executed_lesson", "executed_again", "quick_compare", "lesson_runs")
+    executing = [str(path.relative_to(ROOT)) for folder in first if not folder.startswith("--ignore=")
+                 for path in (ROOT / folder).rglob("test_*.py")
+                 if path not in ignored and any(name in path.read_text() for name in shared)]
     assert not executing, executing

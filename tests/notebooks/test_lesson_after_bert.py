@@ -67,9 +67,9 @@ def test_lessons_6_and_7_type_no_measured_cpu_figure_into_their_prose(lesson_id)
 
 
 @pytest.fixture(scope="module")
-def printed(data_dir):
+def printed(data_dir, lesson_runs):
     """What each lesson printed, lesson 6 first: lesson 7 reads its masked-LM run back from runs/."""
-    return {lesson_id: printed_text(executed_lesson(LESSONS[lesson_id].notebook, data_dir))
+    return {lesson_id: printed_text(executed_lesson(LESSONS[lesson_id].notebook, data_dir, lesson_runs))
             for lesson_id in (SIX, SEVEN)}
 
 

@@ -11,13 +11,13 @@ from lesson_support import executed_lesson, printed_text
 pytestmark = pytest.mark.slow
 
 
-def execute(relative: str, data_dir) -> str:
+def execute(relative: str, data_dir, runs) -> str:
     """The lesson's printed text, from the session's single execution of it."""
-    return printed_text(executed_lesson(relative, data_dir))
+    return printed_text(executed_lesson(relative, data_dir, runs))
 
 
-def test_lesson_01_runs_and_its_measurements_agree_with_the_recipe(data_dir):
-    text = execute("lessons/01_masked_language_modelling.ipynb", data_dir)
+def test_lesson_01_runs_and_its_measurements_agree_with_the_recipe(data_dir, lesson_runs):
+    text = execute("lessons/01_masked_language_modelling.ipynb", data_dir, lesson_runs)
     tokens = int(re.search(r"(\d[\d,]*) sentences, ([\d,]+) tokens", text).group(2).replace(",", ""))
     assert tokens >= 10_000
     for name, target in (("selected / non-special", 0.15), (r"\[MASK\] / selected", 0.8),
@@ -31,8 +31,8 @@ def test_lesson_01_runs_and_its_measurements_agree_with_the_recipe(data_dir):
     assert hf_special > 0  # the lesson's claim about transformers' collator holds on this run
 
 
-def test_lesson_02_runs_and_shows_whole_words_treated_as_units(data_dir):
-    text = execute("lessons/02_whole_word_masking.ipynb", data_dir)
+def test_lesson_02_runs_and_shows_whole_words_treated_as_units(data_dir, lesson_runs):
+    text = execute("lessons/02_whole_word_masking.ipynb", data_dir, lesson_runs)
     selected, eligible, budgets = map(int, re.search(
         r"selected (\d+) of (\d+) tokens = [\d.]+ \[[\d.]+, [\d.]+\]; the budgets sum to (\d+)", text).groups())
     assert 0.9 * budgets <= selected <= budgets and eligible > 10_000

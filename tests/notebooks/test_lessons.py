@@ -21,8 +21,9 @@ def errors(notebook):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=IDS)
-def test_every_plotting_cell_shows_its_figure_in_a_first_and_a_second_run_all(lesson, data_dir):
-    first, second = executed_lesson(lesson.notebook, data_dir), executed_again(lesson.notebook, data_dir)
+def test_every_plotting_cell_shows_its_figure_in_a_first_and_a_second_run_all(lesson, data_dir, lesson_runs):
+    first = executed_lesson(lesson.notebook, data_dir, lesson_runs)
+    second = executed_again(lesson.notebook, data_dir, lesson_runs)
     assert not errors(first) and not errors(second)
     drawing = plotting_cells(first)
     assert drawing, f"{lesson.notebook} draws nothing"
@@ -113,8 +114,8 @@ def test_lesson_2_trains_with_the_package_loop_not_a_copy_of_it():
 
 
 @pytest.mark.slow
-def test_lesson_2_summary_follows_its_own_measurements(data_dir):
-    text = printed_text(executed_lesson(LESSONS[2].notebook, data_dir))
+def test_lesson_2_summary_follows_its_own_measurements(data_dir, lesson_runs):
+    text = printed_text(executed_lesson(LESSONS[2].notebook, data_dir, lesson_runs))
     for test in ("whole-word", "token-level"):
         diff, half = map(float, re.search(rf"tested with {test} masks: whole-word minus token-level = "
                                           r"([+-][\d.]+) \+- ([\d.]+)", text).groups())
@@ -125,13 +126,13 @@ def test_lesson_2_summary_follows_its_own_measurements(data_dir):
 
 
 @pytest.mark.slow
-def test_lesson_printed_numbers_come_from_the_run(data_dir):
-    one = printed_text(executed_lesson(LESSONS[1].notebook, data_dir))
+def test_lesson_printed_numbers_come_from_the_run(data_dir, lesson_runs):
+    one = printed_text(executed_lesson(LESSONS[1].notebook, data_dir, lesson_runs))
     vocabulary = int(re.search(r"tokens, vocabulary (\d+)", one).group(1))
     assert f"1 in {vocabulary - 5:,}" in one  # a random draw picks the original token again
-    two = printed_text(executed_lesson(LESSONS[2].notebook, data_dir))
+    two = printed_text(executed_lesson(LESSONS[2].notebook, data_dir, lesson_runs))
     assert re.search(r"stopping at the first word that does not fit: [\d.]+ of the tokens", two)
-    three = printed_text(executed_lesson(LESSONS[3].notebook, data_dir))
+    three = printed_text(executed_lesson(LESSONS[3].notebook, data_dir, lesson_runs))
     loss, baseline = (float(re.search(rf"{name}\s+([\d.]+)", three).group(1))
                       for name in ("tiny BERT", "unigram baseline"))
     assert re.search(r"this run: held-out loss [\d.]+ is " + ("below" if loss < baseline else "above")
@@ -139,8 +140,8 @@ def test_lesson_printed_numbers_come_from_the_run(data_dir):
 
 
 @pytest.mark.slow
-def test_filled_in_examples_show_the_whole_mask(data_dir):
-    notebook = executed_lesson(LESSONS[3].notebook, data_dir)
+def test_filled_in_examples_show_the_whole_mask(data_dir, lesson_runs):
+    notebook = executed_lesson(LESSONS[3].notebook, data_dir, lesson_runs)
     (cell,) = [c for c in notebook.cells if c.cell_type == "code" and "model's top 5" in c.source]
     examples = [line for line in "".join(o.get("text", "") for o in cell.outputs).splitlines() if "answer" not in line]
     assert len(examples) == 4
@@ -163,13 +164,13 @@ def test_lesson_4_takes_its_code_from_the_package_and_its_sizes_from_course_yml(
 
 
 @pytest.mark.slow
-def test_lesson_4_prints_what_its_run_measured(data_dir):
+def test_lesson_4_prints_what_its_run_measured(data_dir, lesson_runs):
     """The pooling table, the checks against transformers and the verdict on pretraining are the run's own."""
     import json
     import os
 
     number = next(i for i, lesson in enumerate(LESSONS) if lesson.id == "lesson04-finetuning")
-    text = printed_text(executed_lesson(LESSONS[number].notebook, data_dir))
+    text = printed_text(executed_lesson(LESSONS[number].notebook, data_dir, lesson_runs))
     rules = r"(last_token_pool|position -1|mask\.sum\(1\) - 1)\s+(right|left)\s+\[[\d, ]+\]\s+(True|False)$"
     table = {(rule, side): ok for rule, side, ok in re.findall(rules, text, re.M)}
     assert table == {("last_token_pool", "right"): "True", ("last_token_pool", "left"): "True",

@@ -36,8 +36,9 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
 
 
 @functools.cache
-def _run_all_twice(relative: str, data_dir: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
-    """The lesson after Run All, and after a second Run All in the same kernel (quick profile, real data)."""
+def _run_all_twice(relative: str, data_dir: Path, runs: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    """The lesson after Run All, and after a second Run All in the same kernel (quick profile, real data, the
+    run folders in `runs`)."""
     from nbclient import NotebookClient
 
     path = ROOT / relative
@@ -45,7 +46,8 @@ def _run_all_twice(relative: str, data_dir: Path) -> tuple[nbformat.NotebookNode
     profile = os.environ.get("BERTCOURSE_PROFILE") or "cpu-quick"
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
-    with _environment({"BERTCOURSE_PROFILE": profile, "BERTCOURSE_DATA": str(data_dir)}), client.setup_kernel():
+    env = {"BERTCOURSE_PROFILE": profile, "BERTCOURSE_DATA": str(data_dir), "BERTCOURSE_RUNS": str(runs)}
+    with _environment(env), client.setup_kernel():
         runs = []
         for _ in range(2):
             for index, cell in enumerate(notebook.cells):
@@ -54,14 +56,15 @@ def _run_all_twice(relative: str, data_dir: Path) -> tuple[nbformat.NotebookNode
     return runs[0], runs[1]
 
 
-def executed_lesson(relative: str, data_dir: Path) -> nbformat.NotebookNode:
-    """Run `relative` (a lesson path) top to bottom with the quick profile on the real data."""
-    return _run_all_twice(relative, data_dir)[0]
+def executed_lesson(relative: str, data_dir: Path, runs: Path) -> nbformat.NotebookNode:
+    """Run `relative` (a lesson path) top to bottom with the quick profile on the real data, its run folders in
+    `runs` (the `lesson_runs` fixture)."""
+    return _run_all_twice(relative, data_dir, runs)[0]
 
 
-def executed_again(relative: str, data_dir: Path) -> nbformat.NotebookNode:
+def executed_again(relative: str, data_dir: Path, runs: Path) -> nbformat.NotebookNode:
     """The same lesson after a second Run All in the kernel of the first."""
-    return _run_all_twice(relative, data_dir)[1]
+    return _run_all_twice(relative, data_dir, runs)[1]
 
 
 def plotting_cells(notebook: nbformat.NotebookNode) -> list[int]:

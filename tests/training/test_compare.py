@@ -192,20 +192,6 @@ def test_compare_reads_course_yml_once_and_looks_the_profile_up_once(tmp_path, d
 # ----------------------------------------------------------------------------- end to end (cpu-quick)
 
 
-@pytest.fixture(scope="module")
-def quick_compare(tmp_path_factory, data_dir):
-    """One uninterrupted compare on cpu-quick, in temporary folders. It runs from an empty working folder that
-    must stay empty: a path left relative to the working folder (runs/, results/) would land there."""
-    base = tmp_path_factory.mktemp("compare")
-    elsewhere = tmp_path_factory.mktemp("working-folder")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(elsewhere)
-        results = C.compare(PROFILE, out=base / "results", runs_dir=base / "runs", data_dir=data_dir,
-                            progress=False)
-    assert not list(elsewhere.iterdir()), "compare wrote outside the folders it was given"
-    return base, results
-
-
 def _without_timing(value):
     """The results with what legitimately differs between two compares removed: seconds and folder paths."""
     if isinstance(value, dict):

@@ -151,7 +151,7 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
                 Item(f"{variants} variants, {sizes['training_steps']:,} steps each",
                      gpu_flops=variants * sizes["training_steps"] * bert_step)]
     if lesson_id == "lesson07-after-bert-models":  # lesson 6's runs and sizes, its MLM BERT the baseline
-        sizes = spec.lesson_sizes.get("lesson06-after-bert", {})
+        sizes = profile_spec.lesson_sizes.get("lesson06-after-bert", {})
         variants = 4  # albert-shared, albert, rope, and mlm (lesson 6's run: counted, though reused when found)
         # each step: the teacher's forward (~1/3 of a training step) and a 1-layer student's training step
         distil = sizes["distil_steps"] * 2 * (bert_step / 3 + bert_step / bert.n_layers)
