@@ -442,11 +442,11 @@ def test_heldout_sentences_are_the_same_on_every_profile_and_never_trained_on(da
                    planted, "= = Gameplay = = As with previous games , the player takes control of a squad ."]) + "\n")
     course = load_course()
     assert course.corpus_for("gpu").sources != course.corpus.sources  # the gpu profile's corpus is larger
-    for profile in course.profiles:
-        loaded = load_corpus(course, data_dir=tmp_path, profile=profile)
-        assert loaded.heldout == corpus.heldout and len(loaded.heldout) == 500
-        assert not set(loaded.heldout) & set(loaded.train)
-    gpu = load_corpus(course, data_dir=tmp_path, profile="gpu")
+    loaded = {profile: load_corpus(course, data_dir=tmp_path, profile=profile) for profile in course.profiles}
+    for each in loaded.values():
+        assert each.heldout == corpus.heldout and len(each.heldout) == 500
+        assert not set(each.heldout) & set(each.train)
+    gpu = loaded["gpu"]
     assert len(gpu.train) == len(corpus.train) + 2 and gpu.counts["wikitext103 kept"] == 3
     assert gpu.counts["wikitext103 equal to a held-out sentence, dropped"] == 1
     assert "As with previous games , the player takes control of a squad ." in gpu.train

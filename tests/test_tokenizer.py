@@ -58,7 +58,7 @@ import sys
 from bertcourse.data import load_corpus
 from bertcourse.tokenizer import train_tokenizer
 corpus = load_corpus(data_dir=sys.argv[1])
-tok = train_tokenizer(corpus.train[:5000], 1000, progress=False)
+tok = train_tokenizer(corpus.train[:2000], 600, progress=False)
 print(sorted(tok.get_vocab().items(), key=lambda kv: kv[1]))
 """
 

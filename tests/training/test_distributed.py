@@ -106,12 +106,26 @@ def environment() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def pretrain_command(out: Path, data_dir: Path, processes: int, *extra: str) -> subprocess.CompletedProcess:
-    """`bertcourse pretrain` on cpu-quick, under torchrun when `processes` > 1."""
-    launcher = ([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone",
-                 "-m", "bertcourse.cli"] if processes > 1 else [sys.executable, "-m", "bertcourse.cli"])
+def in_this_process(args: list[str], capsys) -> subprocess.CompletedProcess:
+    """`bertcourse ARGS` run by the test's own process (no torchrun): the single-process side of a comparison
+    without paying for another interpreter and torch import."""
+    from bertcourse.cli import main
+
+    capsys.readouterr()
+    code = main(args)
+    said = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, said.out, said.err)
+
+
+def pretrain_command(out: Path, data_dir: Path, processes: int, *extra: str,
+                     capsys=None) -> subprocess.CompletedProcess:
+    """`bertcourse pretrain` on cpu-quick: under torchrun when `processes` > 1, else in this process."""
     args = ["pretrain", "--profile", "cpu-quick", "--max-steps", str(STEPS), "--data-dir", str(data_dir),
             "--source", "local", "--out", str(out), "--no-progress", "--precision", "fp32", *extra]
+    if processes == 1:
+        return in_this_process(args, capsys)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone",
+                "-m", "bertcourse.cli"]
     return subprocess.run([*launcher, *args], capture_output=True, text=True, timeout=300, env=environment())
 
 
@@ -120,10 +134,10 @@ def losses(out: Path) -> list[float]:
 
 
 @pytest.mark.slow
-def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data_dir):
+def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data_dir, capsys):
     for arch in ("gpt", "bert"):
         one, two = tmp_path / f"{arch}-one", tmp_path / f"{arch}-two"
-        single = pretrain_command(one, data_dir, 1, "--arch", arch)
+        single = pretrain_command(one, data_dir, 1, "--arch", arch, capsys=capsys)
         assert single.returncode == 0, single.stderr
         done = pretrain_command(two, data_dir, 2, "--arch", arch)
         assert done.returncode == 0, done.stderr
@@ -141,7 +155,7 @@ def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data
         cost = json.loads((two / "metrics.json").read_text())["tokens_seen"]
         assert cost == json.loads((one / "metrics.json").read_text())["tokens_seen"]  # both processes' tokens
 
-    refused = pretrain_command(tmp_path / "bert-two", data_dir, 1, "--arch", "bert", "--resume")
+    refused = pretrain_command(tmp_path / "bert-two", data_dir, 1, "--arch", "bert", "--resume", capsys=capsys)
     assert refused.returncode == 2
     assert "written by a run on 2 process(es), this run has 1" in refused.stderr
     assert "torchrun --nproc_per_node 2" in refused.stderr
@@ -251,18 +265,20 @@ def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path
         assert sorted(p.name for p in two.iterdir()) == ["metrics.json", "model.pt", "predictions.tsv"]
 
 
-def finetune_cli(out: Path, pretrained: Path, data_dir: Path, processes: int) -> subprocess.CompletedProcess:
-    """`bertcourse finetune` of a probe on cpu-quick (the profile's class of 2,000 rows, head dropout 0.1)."""
-    return launch(processes, "-m", "bertcourse.cli", "finetune", "--profile", "cpu-quick", "--regime", "probe",
-                  "--pretrained", str(pretrained), "--data-dir", str(data_dir), "--source", "local", "--out",
-                  str(out), "--precision", "fp32", "--no-progress")
+def finetune_cli(out: Path, pretrained: Path, data_dir: Path, processes: int,
+                 capsys=None) -> subprocess.CompletedProcess:
+    """`bertcourse finetune` of a probe on cpu-quick (the profile's class of 2,000 rows, head dropout 0.1): under
+    torchrun when `processes` > 1, else in this process."""
+    args = ["finetune", "--profile", "cpu-quick", "--regime", "probe", "--pretrained", str(pretrained), "--data-dir",
+            str(data_dir), "--source", "local", "--out", str(out), "--precision", "fp32", "--no-progress"]
+    return in_this_process(args, capsys) if processes == 1 else launch(processes, "-m", "bertcourse.cli", *args)
 
 
 @pytest.mark.slow
 def test_bertcourse_finetune_under_torchrun_writes_one_run_close_to_the_single_process(tmp_path, pretrained,
-                                                                                         data_dir):
+                                                                                         data_dir, capsys):
     one, two = tmp_path / "one", tmp_path / "two"
-    single = finetune_cli(one, pretrained, data_dir, 1)
+    single = finetune_cli(one, pretrained, data_dir, 1, capsys=capsys)
     assert single.returncode == 0, single.stderr
     done = finetune_cli(two, pretrained, data_dir, 2)
     assert done.returncode == 0, done.stderr

@@ -279,32 +279,26 @@ def test_eval_batches_use_the_same_masks_every_time(small_corpus, quick_tokenize
 
 
 @pytest.mark.slow
-def test_pretrain_command_end_to_end(tmp_path, data_dir):
-    """The CLI on the real corpus: a short BERT run, then a resume to more steps is refused; a short
-    whole-word run, resumed to its end."""
+def test_pretrain_command_end_to_end(tmp_path, data_dir, capsys):
+    """The CLI on the real corpus: a short BERT run (through `python -m bertcourse.cli`, the command as a user
+    starts it), then a resume to more steps is refused; a short whole-word run, resumed to its end (these in the
+    test's own process, through the same `main`)."""
+    from bertcourse import cli
+
     out = tmp_path / "run"
 
-    def command(steps: int, *extra: str, out: Path = out) -> subprocess.CompletedProcess:
-        args = [
-            "pretrain",
-            "--profile",
-            "cpu-quick",
-            "--max-steps",
-            str(steps),
-            "--data-dir",
-            str(data_dir),
-            "--source",
-            "local",
-            "--out",
-            str(out),
-            "--no-progress",
-            *extra,
-        ]
-        return subprocess.run(
-            [sys.executable, "-m", "bertcourse.cli", *args], capture_output=True, text=True, timeout=300
-        )
+    def command(steps: int, *extra: str, out: Path = out, own_process: bool = False) -> subprocess.CompletedProcess:
+        args = ["pretrain", "--profile", "cpu-quick", "--max-steps", str(steps), "--data-dir", str(data_dir),
+                "--source", "local", "--out", str(out), "--no-progress", *extra]
+        if own_process:
+            return subprocess.run([sys.executable, "-m", "bertcourse.cli", *args], capture_output=True, text=True,
+                                  timeout=300)
+        capsys.readouterr()
+        code = cli.main(args)
+        said = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, said.out, said.err)
 
-    done = command(8, "--dropout", "0.1")
+    done = command(8, "--dropout", "0.1", own_process=True)
     assert done.returncode == 0, done.stderr
     assert "BertForMLM" in done.stdout and "gpt counterpart" in done.stdout
     assert "held-out masked-token loss" in done.stdout
