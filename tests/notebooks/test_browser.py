@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSON = "lessons/00_data_and_tokenizer.ipynb"
 RELEASE = "exercises/ex01-masking/masking.ipynb"
 SOLVED = "solved/masking.ipynb"  # the solution notebook, as a student who solved it would have it
-FULL_MARKS = "score: {0:g}/{0:g}".format(load_course(ROOT, check_files=False).exercise("ex01-masking").points)
+EX01_POINTS = load_course(ROOT, check_files=False).exercise("ex01-masking").points
+FULL_MARKS = f"score: {EX01_POINTS:g}/{EX01_POINTS:g}"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 RUN_TIMEOUT_MS = 300_000
@@ -216,4 +217,4 @@ def test_the_blank_release_runs_to_the_end_with_not_done_yet_lines(browser, lab)
     printed = "\n".join(_texts(o) for cell in cells for o in cell["outputs"])
     assert "not done yet" in printed
     assert page.locator(".jp-OutputArea-output", has_text="not done yet").count() >= 1
-    assert "score: 0/22" in "\n".join(_texts(o) for o in cells[-1]["outputs"])
+    assert f"score: 0/{EX01_POINTS:g}" in "\n".join(_texts(o) for o in cells[-1]["outputs"])

@@ -373,8 +373,17 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_ru
 
     straight = start(tmp_path / "straight", "fresh", 0.0)
     killed = start(tmp_path / "killed", "fresh", 0.3)
-    deadline = time.monotonic() + 300
-    while not ((tmp_path / "killed" / CHECKPOINT_NAME).exists() and load_checkpoint(tmp_path / "killed")["step"] >= 8):
+    deadline, checkpoint, seen = time.monotonic() + 300, tmp_path / "killed" / CHECKPOINT_NAME, None
+
+    def past_step_8() -> bool:  # a checkpoint is read only when a new one was written (reading costs CPU)
+        nonlocal seen
+        stamp = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
+        if stamp is None or stamp == seen:
+            return False
+        seen = stamp
+        return load_checkpoint(tmp_path / "killed")["step"] >= 8
+
+    while not past_step_8():
         assert killed.poll() is None, f"the run ended before it could be killed: {killed.stderr.read()}"
         assert time.monotonic() < deadline, "no checkpoint within 5 minutes"
         time.sleep(0.05)
