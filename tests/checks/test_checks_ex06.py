@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import pytest
 from check_proofs import (
-    ROOT,
+    assert_bundle_caught,
+    assert_bundles_sound,
     assert_contains_hidden_range,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
-    assert_reasons_say_more,
     assert_release_scores_zero,
     assert_scores_zero,
+    bundle_ids,
+    bundle_misconceptions,
     graded_cells,
     reference_source,
     stubbed,
@@ -24,8 +26,6 @@ from check_proofs import (
     visible_cell,
     wrong_entry,
 )
-
-from bertcourse.authoring.proofs import grade_source
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
 
@@ -431,44 +431,19 @@ WRONG = {
 }
 
 
-CONCEPTS = {"test_q1_why_roberta_dropped_nsp", "test_q2_why_sop_defeats_a_bag_of_words",
-            "test_q3_what_electra_gains_per_sequence", "test_q4_a_sampled_token_equal_to_the_original"}
-PARTS = {"nsp": NSP, "sop": SOP, "pair": PAIR, "mask": MASK, "corrupt": CORRUPT, "electra": ELECTRA,
-         "concepts": CONCEPTS}
+SOURCES = {name: (apply(wrong_entry(entry)[0]), *wrong_entry(entry)[1:]) for name, entry in WRONG.items()}
+BUNDLES = bundle_misconceptions(CHECKS, SOURCES, solution_source())
 
 
-def rounds() -> list[list[str]]:
-    """The misconceptions in rounds of at most one per part: every part's functions and checks are
-    independent of the others', so one notebook proves a mistake of each part at once (7 gradings, not 35)."""
-    by_part: dict[str, list[str]] = {}
-    for name, entry in WRONG.items():
-        targeted, must_pass = wrong_entry(entry)[1:]
-        (part,) = [p for p, checks in PARTS.items() if targeted | must_pass <= checks]
-        by_part.setdefault(part, []).append(name)
-    return [[names[i] for names in by_part.values() if i < len(names)] for i in range(max(map(len, by_part.values())))]
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
+def test_each_misconception_fails_its_checks_and_only_those_aimed_at_it(bundle):
+    """Misconceptions of different parts (every part's functions and checks are independent of the others'),
+    graded in one notebook: check_proofs.bundle_misconceptions makes the bundles and proves them sound."""
+    assert_bundle_caught(CHECKS, SOURCES, solution_source(), bundle)
 
 
-ROUNDS = rounds()
-
-
-def test_rounds_hold_every_misconception_once():
-    assert sorted(name for names in ROUNDS for name in names) == sorted(WRONG)
-    assert len(ROUNDS) == 7
-
-
-@pytest.mark.parametrize("names", ROUNDS, ids=[f"round {i}" for i in range(len(ROUNDS))])
-def test_each_misconception_fails_its_checks_and_only_those_aimed_at_it(names):
-    source = apply([edit for name in names for edit in wrong_entry(WRONG[name])[0]])
-    entries = {name: wrong_entry(WRONG[name])[1:] for name in names}
-    result = grade_source(ROOT / CHECKS, source, only=set().union(*(t | m for t, m in entries.values())))
-    assert not result.error, result.error
-    results = {c.name: c.passed for c in result.checks}
-    assert_reasons_say_more(result, ", ".join(names))
-    for name, (targeted, must_pass) in entries.items():
-        still_passing = sorted(check for check in targeted if results[check])
-        assert not still_passing, f"{name!r} passes {still_passing}"
-        tripped = sorted(check for check in must_pass if not results[check])
-        assert not tripped, f"{name!r} also fails {tripped}, which it does not break"
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(CHECKS, SOURCES, solution_source(), BUNDLES)
 
 
 def test_every_check_is_the_target_of_a_misconception():

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import pytest
 from check_proofs import (
-    assert_caught,
+    assert_bundle_caught,
+    assert_bundles_sound,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    bundle_ids,
+    bundle_misconceptions,
     graded_cells,
     reference_source,
     stubbed,
-    wrong_entry,
 )
 
 from bertcourse.course import load_course
@@ -407,11 +409,18 @@ def test_correct_implementation_passes_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name](), name)
 
 
+BUNDLES = bundle_misconceptions(CHECKS, WRONG, solution())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("misconception", list(WRONG))
-def test_misconception_fails_its_check(misconception):
-    source, targeted, must_pass = wrong_entry(WRONG[misconception])
-    assert_caught(CHECKS, source, targeted, misconception, must_pass)
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
+def test_misconception_fails_its_check(bundle):
+    """Misconceptions that cannot move each other's checks, graded in one notebook (check_proofs.py)."""
+    assert_bundle_caught(CHECKS, WRONG, solution(), bundle)
+
+
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(CHECKS, WRONG, solution(), BUNDLES)
 
 
 def test_every_check_is_targeted_by_some_misconception_and_marked():

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import json
@@ -14,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bertcourse.authoring.proofs import grade_source, run_check_module, shared_grader
+from notebook_gradings import graded_notebook
+
+from bertcourse.authoring.proofs import grade_source, run_check_module
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS_DIR = ROOT / "autograder" / "checks"
@@ -73,6 +76,17 @@ def check_outcomes(check_module: str, source: str, only: set[str] | None = None)
     """{check name: passed} for `source` judged by `check_module` (a path relative to the course root)."""
     return run_check_module(ROOT / check_module, source, only=only)
 
+
+
+def assert_solution_passes_every_check(notebook: str, exercise: str) -> None:
+    """The solution notebook, graded whole as a student's would be, gets every point of every check. (It holds
+    the reference answer of the exercise's proofs, so this proves the reference passes every check too, and
+    its grading is the one `validate_course` and self-grading read back.)"""
+    result = graded_notebook(notebook, exercise)
+    assert not result.error, result.error
+    failed = sorted(check.name for check in result.checks if not check.passed)
+    assert not failed and result.checks and result.score == result.max_score > 0, (
+        f"the solution notebook fails {failed} ({result.score}/{result.max_score})")
 
 
 def assert_passes_every_check(check_module: str, source: str, name: str) -> None:
@@ -139,7 +153,7 @@ def assert_scores_zero(check_module: str, sources: dict[str, str], what: str) ->
 
 def assert_release_scores_zero(notebook: str, exercise: str) -> None:
     """The student release (exercises/), graded as it is handed out, scores exactly 0."""
-    result = shared_grader().grade(ROOT / notebook, exercise)
+    result = graded_notebook(notebook, exercise)
     assert not result.error, result.error
     passed = sorted(check.name for check in result.checks if check.passed)
     assert not passed and result.score == 0 and result.max_score > 0, f"the release scores {result.score}: {passed}"
@@ -205,3 +219,225 @@ def stubbed(source: str, stub: str, keep_init: bool = False) -> str:
         return f"{indent}return {args[0]}\n" if name and name != "__init__" and args else f"{indent}pass\n"
 
     return REGION.sub(replace, source)
+
+
+# ----------------------------------------------------------------------------- bundled misconceptions
+#
+# One grading proves several misconceptions at once when none of them can move another's checks: each
+# misconception changes some top-level definitions of a correct base source (functions, classes, answers),
+# and the checks asked about it (those aimed at it and those it must still pass) reach the notebook only
+# through the names they spell out. Two misconceptions share a bundle only when neither changes a name the
+# other's checks reach (directly, or through the functions of its own source that those call) and they
+# change different definitions; the bundled source is then, for each one's checks, the same program as its
+# own source, so the grading of the bundle says for each what its own grading would have said.
+
+
+@functools.cache
+def _units(source: str) -> dict[tuple[str, int], str]:
+    """{(name, occurrence): text} of the top-level statements of `source` (a def or class by its name, an
+    import, assignment or block by the names it binds, anything else as the n-th such statement)."""
+    tree, lines = ast.parse(source), source.splitlines(keepends=True)
+    units: dict[tuple[str, int], str] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            name = "import " + ",".join(a.asname or a.name for a in node.names)
+        else:  # an assignment, or a block (`with`, `if`, ...) by the names assigned in it
+            stored = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
+            name = "=" + ",".join(stored) if stored else "<statement>"
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        occurrence = sum(1 for key in units if key[0] == name)
+        units[(name, occurrence)] = "".join(lines[first - 1:node.end_lineno])
+    return units
+
+
+def _bound(key: tuple[str, int]) -> set[str]:
+    """The names a top-level unit binds."""
+    name = key[0]
+    if name.startswith("import "):
+        return {n.split(".")[0] for n in name[len("import "):].split(",")}
+    if name.startswith("="):
+        return set(name[1:].split(","))
+    return set() if name.startswith("<") else {name}
+
+
+@functools.cache
+def changed_names(source: str, base: str) -> frozenset[str]:
+    """The top-level names whose definition differs between `source` and `base` (added, removed or edited);
+    "<top level>" when a statement that binds no name differs."""
+    mine, theirs = _units(source), _units(base)
+    names: set[str] = set()
+    for key in mine.keys() ^ theirs.keys() | {k for k in mine.keys() & theirs.keys() if mine[k] != theirs[k]}:
+        names |= _bound(key) or {"<top level>"}
+    return frozenset(names)
+
+
+@functools.cache
+def _uses(source: str) -> dict[str, set[str]]:
+    """{top-level name: the names its definitions use} in `source`."""
+    uses: dict[str, set[str]] = {}
+    for key, text in _units(source).items():
+        used = {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+        for name in _bound(key):
+            uses.setdefault(name, set()).update(used)
+    return uses
+
+
+def _reached(source: str, names: set[str]) -> set[str]:
+    """`names` and every top-level name of `source` their definitions use, transitively."""
+    uses = _uses(source)
+    reached, todo = set(), set(names)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo |= uses.get(name, set()) - reached
+    return reached
+
+
+@functools.cache
+def _check_strings(check_module: str) -> dict[str, frozenset[str]]:
+    """{check: every string constant it can use}: its own, those of the fixtures it asks for, and those of the
+    functions and constants of its module and of _common.py it refers to, transitively."""
+    definitions: dict[str, ast.AST] = {}
+    for path in (CHECKS_DIR / "_common.py", ROOT / check_module):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                definitions[node.name] = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            definitions[name.id] = node
+
+    def strings(name: str) -> frozenset[str]:
+        found, seen, todo = set(), set(), [name]
+        while todo:
+            current = todo.pop()
+            if current in seen or current not in definitions:
+                continue
+            seen.add(current)
+            node = definitions[current]
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    found.add(sub.value)
+                elif isinstance(sub, ast.Name):
+                    todo.append(sub.id)
+                elif isinstance(sub, ast.arg):
+                    todo.append(sub.arg)  # a fixture
+        return frozenset(found)
+
+    return {name: strings(name) for name in checks_of(check_module)}
+
+
+@functools.cache
+def _check_reach(check_module: str, check: str, source: str) -> frozenset[str]:
+    strings = _check_strings(check_module)[check]
+    defined = set().union(*map(_bound, _units(source)))
+    named = {name for name in defined for s in strings
+             if s == name or re.search(rf"\b{re.escape(name)}\b", s) or (len(s) >= 3 and name.startswith(s))}
+    return frozenset(_reached(source, named))
+
+
+def check_reach(check_module: str, checks: set[str], source: str) -> set[str]:
+    """The top-level names of `source` that `checks` can reach: those a string of theirs names (as the whole
+    string, a word in it, or the start of a name an f-string builds), and what those use in `source`."""
+    return set().union(*(_check_reach(check_module, check, source) for check in checks))
+
+
+def asked_checks(check_module: str, base: str, entry: tuple) -> set[str]:
+    """The checks a grading must run to prove a misconception (source, targeted, must_pass): those aimed at
+    it, and those it must still pass that reach a definition it changes. A must-pass check that reaches none
+    runs the very code of `base` (a correct implementation, proven to pass every check), so it passes."""
+    source, targeted, must_pass = entry
+    changed = changed_names(source, base)
+    if "<top level>" in changed:
+        return set(targeted) | set(must_pass)
+    return set(targeted) | {check for check in must_pass if changed & check_reach(check_module, {check}, source)}
+
+
+def _clash(check_module: str, base: str, a: tuple, b: tuple) -> str:
+    """Why two misconceptions (source, targeted, must_pass) cannot share a grading, or ""."""
+    changed_a, changed_b = changed_names(a[0], base), changed_names(b[0], base)
+    if changed_a & changed_b or "<top level>" in changed_a | changed_b:
+        return f"both change {sorted(changed_a & changed_b) or ['the top level']}"
+    asked_a, asked_b = asked_checks(check_module, base, a), asked_checks(check_module, base, b)
+    if set(a[1]) & asked_b or set(b[1]) & asked_a:
+        return f"aimed at the same checks {sorted(set(a[1]) & asked_b | set(b[1]) & asked_a)}"
+    for (x, changed_y, asked_x) in ((a, changed_b, asked_a), (b, changed_a, asked_b)):
+        if reached := changed_y & check_reach(check_module, asked_x, x[0]):
+            return f"one changes {sorted(reached)}, which the other's checks reach"
+    return ""
+
+
+def bundle_misconceptions(check_module: str, wrong: dict[str, tuple], base: str) -> list[tuple[str, ...]]:
+    """The misconceptions of `wrong` ({name: (source, targeted, must_pass)}, sources written against the correct
+    `base`) in bundles, greedily in table order: each joins the first bundle it clashes with no member of."""
+    bundles: list[list[str]] = []
+    for name in wrong:
+        entry = wrong_entry(wrong[name])
+        for bundle in bundles:
+            if not any(_clash(check_module, base, entry, wrong_entry(wrong[other])) for other in bundle):
+                bundle.append(name)
+                break
+        else:
+            bundles.append([name])
+    return [tuple(bundle) for bundle in bundles]
+
+
+def assert_bundles_sound(check_module: str, wrong: dict[str, tuple], base: str,
+                         bundles: list[tuple[str, ...]]) -> None:
+    """Every misconception is in exactly one bundle, and no two in a bundle change the same definition, are
+    aimed at the same checks, or change what the other's checks reach."""
+    assert sorted(name for bundle in bundles for name in bundle) == sorted(wrong)
+    for bundle in bundles:
+        for i, a in enumerate(bundle):
+            for b in bundle[i + 1:]:
+                why = _clash(check_module, base, wrong_entry(wrong[a]), wrong_entry(wrong[b]))
+                assert not why, f"{a!r} and {b!r} share a grading but {why}"
+
+
+def bundled_source(sources: list[str], base: str) -> str:
+    """`base` with the top-level definitions each of `sources` changes taken from it (they change different
+    ones); new imports go first, other new definitions last."""
+    units = _units(base)
+    replaced, added = dict(units), {}
+    for source in sources:
+        mine = _units(source)
+        for key in mine.keys() - units.keys():
+            added[key] = mine[key]
+        for key in units.keys() & mine.keys():
+            if mine[key] != units[key]:
+                replaced[key] = mine[key]
+        for key in units.keys() - mine.keys():
+            replaced[key] = ""
+    imports = [text for key, text in added.items() if key[0].startswith("import ")]
+    rest = [text for key, text in added.items() if not key[0].startswith("import ")]
+    return "\n".join(imports + [text for text in replaced.values() if text] + rest) + "\n"
+
+
+def assert_bundle_caught(check_module: str, wrong: dict[str, tuple], base: str, bundle: tuple[str, ...]) -> None:
+    """One grading of the bundle's sources merged: each misconception fails the checks aimed at it and passes
+    the checks it must not break (`assert_caught` for each, on one grading). `base` must be one of the correct
+    implementations the file proves to pass every check (see `asked_checks`)."""
+    entries = {name: wrong_entry(wrong[name]) for name in bundle}
+    source = bundled_source([entry[0] for entry in entries.values()], base) if len(bundle) > 1 \
+        else entries[bundle[0]][0]
+    asked = set().union(*(asked_checks(check_module, base, entry) for entry in entries.values()))
+    result = grade_source(ROOT / check_module, source, only=asked)
+    if result.error:
+        raise AssertionError(f"grading {check_module} for {list(bundle)} did not run: {result.error}")
+    results = {c.name: c.passed for c in result.checks}
+    assert asked <= set(results), asked - set(results)
+    for name, (_, targeted, must_pass) in entries.items():
+        still_passing = sorted(check for check in targeted if results[check])
+        assert not still_passing, f"{name!r} passes {still_passing}"
+        tripped = sorted(check for check in must_pass & asked if not results[check])
+        assert not tripped, f"{name!r} also fails {tripped}, which it does not break"
+    assert_reasons_say_more(result, " + ".join(bundle))
+
+
+def bundle_ids(bundles: list[tuple[str, ...]]) -> list[str]:
+    """Test ids of bundles: their misconceptions' names."""
+    return [" + ".join(bundle) for bundle in bundles]
