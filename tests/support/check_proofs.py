@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import importlib.util
 import json
@@ -126,7 +127,8 @@ def assert_reasons_say_more(result, misconception: str) -> None:
 
 
 def wrong_entry(entry: tuple) -> tuple[str, set[str], frozenset[str]]:
-    """(source, targeted checks, checks that must still pass) from a WRONG table entry of 2 or 3 items."""
+    """(source, targeted checks, checks that must still pass) from a WRONG table entry of 2 to 4 items (the
+    4th, for `assert_bundle_caught`: {check: words its message must hold})."""
     source, targeted, *rest = entry
     return source, set(targeted), frozenset(rest[0]) if rest else frozenset()
 
@@ -262,13 +264,37 @@ def _bound(key: tuple[str, int]) -> set[str]:
     return set() if name.startswith("<") else {name}
 
 
+def _assignments(text: str) -> tuple[str, dict[str, list[str]]]:
+    """A block's code with its assignments taken out, and {name: the assignments to it}: two versions of a
+    block that differ only in what they assign to some names change those names only."""
+    assigned: dict[str, list[str]] = {}
+
+    class TakeOut(ast.NodeTransformer):
+        def visit_Assign(self, node: ast.AST) -> ast.AST:  # noqa: N802 - ast's naming
+            for name in ast.walk(node):
+                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
+                    assigned.setdefault(name.id, []).append(ast.unparse(node))
+            return ast.Pass()
+
+        visit_AnnAssign = visit_AugAssign = visit_Assign  # noqa: N815
+
+    rest = ast.unparse(TakeOut().visit(ast.parse(text)))
+    return rest, assigned
+
+
 @functools.cache
 def changed_names(source: str, base: str) -> frozenset[str]:
-    """The top-level names whose definition differs between `source` and `base` (added, removed or edited);
-    "<top level>" when a statement that binds no name differs."""
+    """The top-level names whose definition differs between `source` and `base` (added, removed or edited; in
+    a block of assignments, the names whose assignments differ); "<top level>" when a statement that binds no
+    name differs."""
     mine, theirs = _units(source), _units(base)
     names: set[str] = set()
     for key in mine.keys() ^ theirs.keys() | {k for k in mine.keys() & theirs.keys() if mine[k] != theirs[k]}:
+        if key in mine and key in theirs and key[0].startswith("="):
+            (rest, assigned), (base_rest, base_assigned) = _assignments(mine[key]), _assignments(theirs[key])
+            if rest == base_rest:
+                names |= {n for n in assigned.keys() | base_assigned.keys() if assigned.get(n) != base_assigned.get(n)}
+                continue
         names |= _bound(key) or {"<top level>"}
     return frozenset(names)
 
@@ -276,11 +302,18 @@ def changed_names(source: str, base: str) -> frozenset[str]:
 @functools.cache
 def _uses(source: str) -> dict[str, set[str]]:
     """{top-level name: the names its definitions use} in `source`."""
+    def names(text: str) -> set[str]:  # those it reads (a definition reads its decorators, defaults, body)
+        return {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
     uses: dict[str, set[str]] = {}
     for key, text in _units(source).items():
-        used = {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+        if key[0].startswith("="):  # a block of assignments: a name uses what its assignments and the block do
+            rest, assigned = _assignments(text)
+            for name in _bound(key):
+                uses.setdefault(name, set()).update(names(rest), *map(names, assigned.get(name, [])))
+            continue
         for name in _bound(key):
-            uses.setdefault(name, set()).update(used)
+            uses.setdefault(name, set()).update(names(text))
     return uses
 
 
@@ -296,10 +329,14 @@ def _reached(source: str, names: set[str]) -> set[str]:
     return reached
 
 
+FRAGMENT = "\0f-string piece:"
+
+
 @functools.cache
 def _check_strings(check_module: str) -> dict[str, frozenset[str]]:
     """{check: every string constant it can use}: its own, those of the fixtures it asks for, and those of the
-    functions and constants of its module and of _common.py it refers to, transitively."""
+    functions and constants of its module and of _common.py it refers to, transitively (the constant pieces of
+    an f-string marked with FRAGMENT)."""
     definitions: dict[str, ast.AST] = {}
     for path in (CHECKS_DIR / "_common.py", ROOT / check_module):
         for node in ast.parse(path.read_text()).body:
@@ -322,6 +359,9 @@ def _check_strings(check_module: str) -> dict[str, frozenset[str]]:
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                     found.add(sub.value)
+                elif isinstance(sub, ast.JoinedStr):  # an f-string: its pieces may be parts of a name
+                    found |= {FRAGMENT + part.value for part in sub.values
+                              if isinstance(part, ast.Constant) and isinstance(part.value, str)}
                 elif isinstance(sub, ast.Name):
                     todo.append(sub.id)
                 elif isinstance(sub, ast.arg):
@@ -335,14 +375,16 @@ def _check_strings(check_module: str) -> dict[str, frozenset[str]]:
 def _check_reach(check_module: str, check: str, source: str) -> frozenset[str]:
     strings = _check_strings(check_module)[check]
     defined = set().union(*map(_bound, _units(source)))
-    named = {name for name in defined for s in strings
-             if s == name or re.search(rf"\b{re.escape(name)}\b", s) or (len(s) >= 3 and name.startswith(s))}
+    pieces = {s[len(FRAGMENT):] for s in strings if s.startswith(FRAGMENT)}
+    named = {name for name in defined
+             if any(s == name or re.search(rf"\b{re.escape(name)}\b", s) for s in strings)
+             or any(len(piece.strip()) >= 3 and piece.strip() in name for piece in pieces)}
     return frozenset(_reached(source, named))
 
 
 def check_reach(check_module: str, checks: set[str], source: str) -> set[str]:
     """The top-level names of `source` that `checks` can reach: those a string of theirs names (as the whole
-    string, a word in it, or the start of a name an f-string builds), and what those use in `source`."""
+    string or a word in it, or a piece of an f-string that may build it), and what those use in `source`."""
     return set().union(*(_check_reach(check_module, check, source) for check in checks))
 
 
@@ -371,14 +413,34 @@ def _clash(check_module: str, base: str, a: tuple, b: tuple) -> str:
     return ""
 
 
+def _bundle_problem(check_module: str, base: str, entries: dict[str, tuple]) -> str:
+    """Why the misconceptions `entries` ({name: (source, targeted, must_pass)}) cannot share a grading, or "":
+    two clash, their edits overlap, or the merged source differs from one's own in a name its checks reach."""
+    names = list(entries)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if why := _clash(check_module, base, entries[a], entries[b]):
+                return f"{a!r} and {b!r}: {why}"
+    if len(entries) == 1:
+        return ""
+    merged = _merged([entry[0] for entry in entries.values()], base)
+    if merged is None:
+        return "their edits overlap"
+    for name, entry in entries.items():
+        reach = check_reach(check_module, asked_checks(check_module, base, entry), entry[0])
+        if differs := changed_names(merged, entry[0]) & reach:
+            return f"the bundled source differs from {name!r}'s own in {sorted(differs)}, which its checks reach"
+    return ""
+
+
 def bundle_misconceptions(check_module: str, wrong: dict[str, tuple], base: str) -> list[tuple[str, ...]]:
-    """The misconceptions of `wrong` ({name: (source, targeted, must_pass)}, sources written against the correct
-    `base`) in bundles, greedily in table order: each joins the first bundle it clashes with no member of."""
+    """The misconceptions of `wrong` ({name: (source, targeted[, must_pass])}, sources written against the
+    correct `base`) in bundles, greedily in table order: each joins the first bundle it can share a grading
+    with (`_bundle_problem`)."""
     bundles: list[list[str]] = []
     for name in wrong:
-        entry = wrong_entry(wrong[name])
         for bundle in bundles:
-            if not any(_clash(check_module, base, entry, wrong_entry(wrong[other])) for other in bundle):
+            if not _bundle_problem(check_module, base, {n: wrong_entry(wrong[n]) for n in [*bundle, name]}):
                 bundle.append(name)
                 break
         else:
@@ -389,32 +451,37 @@ def bundle_misconceptions(check_module: str, wrong: dict[str, tuple], base: str)
 def assert_bundles_sound(check_module: str, wrong: dict[str, tuple], base: str,
                          bundles: list[tuple[str, ...]]) -> None:
     """Every misconception is in exactly one bundle, and no two in a bundle change the same definition, are
-    aimed at the same checks, or change what the other's checks reach."""
+    aimed at the same checks, or change what the other's checks reach; the bundled source is, for each, its
+    own source in everything its checks reach."""
     assert sorted(name for bundle in bundles for name in bundle) == sorted(wrong)
     for bundle in bundles:
-        for i, a in enumerate(bundle):
-            for b in bundle[i + 1:]:
-                why = _clash(check_module, base, wrong_entry(wrong[a]), wrong_entry(wrong[b]))
-                assert not why, f"{a!r} and {b!r} share a grading but {why}"
+        why = _bundle_problem(check_module, base, {name: wrong_entry(wrong[name]) for name in bundle})
+        assert not why, f"{bundle} share a grading but {why}"
+
+
+def _merged(sources: list[str], base: str) -> str | None:
+    """`base` with the edits of every source applied (line by line, as a diff), or None when two edit the same
+    lines (or insert at the same place)."""
+    lines = base.splitlines(keepends=True)
+    hunks = []
+    for source in sources:
+        mine = source.splitlines(keepends=True)
+        matcher = difflib.SequenceMatcher(None, lines, mine, autojunk=False)
+        hunks += [(i1, i2, mine[j1:j2]) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
+    hunks.sort(key=lambda hunk: (hunk[0], hunk[1]))
+    for (a1, a2, _), (b1, _b2, _) in zip(hunks, hunks[1:]):
+        if b1 < a2 or b1 == a1:
+            return None
+    for i1, i2, new in reversed(hunks):
+        lines[i1:i2] = new
+    return "".join(lines)
 
 
 def bundled_source(sources: list[str], base: str) -> str:
-    """`base` with the top-level definitions each of `sources` changes taken from it (they change different
-    ones); new imports go first, other new definitions last."""
-    units = _units(base)
-    replaced, added = dict(units), {}
-    for source in sources:
-        mine = _units(source)
-        for key in mine.keys() - units.keys():
-            added[key] = mine[key]
-        for key in units.keys() & mine.keys():
-            if mine[key] != units[key]:
-                replaced[key] = mine[key]
-        for key in units.keys() - mine.keys():
-            replaced[key] = ""
-    imports = [text for key, text in added.items() if key[0].startswith("import ")]
-    rest = [text for key, text in added.items() if not key[0].startswith("import ")]
-    return "\n".join(imports + [text for text in replaced.values() if text] + rest) + "\n"
+    """`base` with the edits of each of `sources` (they edit different lines)."""
+    merged = _merged(sources, base)
+    assert merged is not None, "the bundled sources edit the same lines"
+    return merged
 
 
 def assert_bundle_caught(check_module: str, wrong: dict[str, tuple], base: str, bundle: tuple[str, ...]) -> None:
@@ -433,8 +500,11 @@ def assert_bundle_caught(check_module: str, wrong: dict[str, tuple], base: str, 
     for name, (_, targeted, must_pass) in entries.items():
         still_passing = sorted(check for check in targeted if results[check])
         assert not still_passing, f"{name!r} passes {still_passing}"
-        tripped = sorted(check for check in must_pass & asked if not results[check])
+        own = asked_checks(check_module, base, (_, targeted, must_pass))  # another's checks may fail here
+        tripped = sorted(check for check in must_pass & own if not results[check])
         assert not tripped, f"{name!r} also fails {tripped}, which it does not break"
+        for check, words in (wrong[name][3] if len(wrong[name]) > 3 else {}).items():
+            assert words in result.check(check).message, (name, check, result.check(check).message)
     assert_reasons_say_more(result, " + ".join(bundle))
 
 
