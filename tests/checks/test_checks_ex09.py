@@ -372,8 +372,7 @@ def answer_in_windows(windows, max_answer_tokens=30):
     return 0, 0
 '''
 
-STUBS = {"raise": lambda: stubbed(solution(), "raise"),
-         "return the first argument": lambda: stubbed(solution(), "return"),
+STUBS = {"return the first argument": lambda: stubbed(solution(), "return"),
          "well-formed nothing": lambda: WELL_FORMED_NOTHING}
 
 

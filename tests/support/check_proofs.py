@@ -154,7 +154,9 @@ def assert_scores_zero(check_module: str, sources: dict[str, str], what: str) ->
 
 
 def assert_release_scores_zero(notebook: str, exercise: str) -> None:
-    """The student release (exercises/), graded as it is handed out, scores exactly 0."""
+    """The student release (exercises/), graded as it is handed out, scores exactly 0. It is nbgrader's
+    raise stub of the solution (asserted here), so this is also the proof that the raise stub scores 0."""
+    assert_release_is_the_raise_stub(notebook, notebook.replace("exercises/", "solutions/", 1))
     result = graded_notebook(notebook, exercise)
     assert not result.error, result.error
     passed = sorted(check.name for check in result.checks if check.passed)
@@ -511,3 +513,18 @@ def assert_bundle_caught(check_module: str, wrong: dict[str, tuple], base: str, 
 def bundle_ids(bundles: list[tuple[str, ...]]) -> list[str]:
     """Test ids of bundles: their misconceptions' names."""
     return [" + ".join(bundle) for bundle in bundles]
+
+
+def assert_release_is_the_raise_stub(release: str, notebook: str) -> None:
+    """The release's solution cells are the solution's with every region replaced by nbgrader's `raise
+    NotImplementedError()` (`stubbed(..., "raise")`, less nbgrader's "# YOUR CODE HERE" line): the release's
+    grading, which must score 0, is the grading of that stub, so the stub needs no grading of its own."""
+    def solution_cells(path: str) -> dict[str, str]:
+        return {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in notebook_cells(path)
+                if c["metadata"].get("nbgrader", {}).get("solution")}
+
+    released, solution = solution_cells(release), solution_cells(notebook)
+    assert list(released) == list(solution), (list(released), list(solution))
+    for grade_id, source in solution.items():
+        got = "\n".join(line for line in released[grade_id].splitlines() if line.strip() != "# YOUR CODE HERE")
+        assert got.rstrip() == stubbed(source, "raise").rstrip(), grade_id
