@@ -17,6 +17,7 @@ from check_proofs import (
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    assert_solution_passes_every_check,
     bundle_ids,
     bundle_misconceptions,
     graded_cells,
@@ -209,7 +210,6 @@ def electra_inputs(input_ids, attention_mask, masked, logits, generator):
 ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "A", " c", "(d)", "b"\n'
 
 CORRECT = {
-    "solution": solution_source,
     "rejection, vectorised coins, tensors, Gumbel-max": lambda: PRELUDE + REJECTION + ANSWERS,
     "size-weighted documents, bernoulli, multinomial cuts, a loop per position": lambda: PRELUDE + WEIGHTED + ANSWERS,
 }
@@ -218,6 +218,11 @@ CORRECT = {
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_correct_implementations_pass_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name](), name)
+
+
+def test_the_solution_notebook_passes_every_check():
+    """The reference answer (the base every misconception edits), graded as the whole solution notebook."""
+    assert_solution_passes_every_check(NOTEBOOK, "ex06-pretraining-tasks")
 
 
 # ----------------------------------------------------------------------------- misconceptions

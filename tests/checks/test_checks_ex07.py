@@ -19,6 +19,7 @@ from check_proofs import (
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    assert_solution_passes_every_check,
     bundle_ids,
     bundle_misconceptions,
     check_outcomes,
@@ -128,7 +129,6 @@ answer_q9, answer_q10, answer_q11, answer_q12, answer_q13, answer_q14, answer_q1
 '''
 
 CORRECT = {
-    "solution": solution_source,
     "loops, exact forms": lambda: PRELUDE + LOOPS + FORMS_EXACT,
     "tensors, approximate forms": lambda: PRELUDE + TENSORS + FORMS_APPROXIMATE,
 }
@@ -138,6 +138,12 @@ CORRECT = {
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_correct_work_in_every_accepted_form_passes_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name](), name)
+
+
+@pytest.mark.slow
+def test_the_solution_notebook_passes_every_check():
+    """The reference answer (the base every misconception edits), graded as the whole solution notebook."""
+    assert_solution_passes_every_check(NOTEBOOK, "ex07-self-test")
 
 
 # ----------------------------------------------------------------------------- loss_counts misconceptions

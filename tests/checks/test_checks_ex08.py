@@ -14,6 +14,7 @@ from check_proofs import (
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    assert_solution_passes_every_check,
     bundle_ids,
     bundle_misconceptions,
     graded_cells,
@@ -202,7 +203,7 @@ def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=
 answer_q1, answer_q2 = "c", "A"
 '''
 
-CORRECT = {"solution": solution, "python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
+CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
 
 LOSS_CE, LOSS_MEAN, LOSS_NAN = ("test_cross_entropy_of_each_target", "test_mean_over_the_sentence_targets_only",
                                 "test_sentence_without_targets_is_nan")
@@ -406,6 +407,12 @@ STUBS = {"return the first argument": lambda: stubbed(solution(), "return"),
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_correct_implementation_passes_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name](), name)
+
+
+@pytest.mark.slow
+def test_the_solution_notebook_passes_every_check():
+    """The reference answer (the base every misconception edits), graded as the whole solution notebook."""
+    assert_solution_passes_every_check(NOTEBOOK, "ex08-comparing-models")
 
 
 BUNDLES = bundle_misconceptions(CHECKS, WRONG, solution())

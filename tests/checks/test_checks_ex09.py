@@ -20,6 +20,7 @@ from check_proofs import (
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    assert_solution_passes_every_check,
     bundle_ids,
     bundle_misconceptions,
     graded_cells,
@@ -194,7 +195,7 @@ def answer_in_windows(windows, max_answer_tokens=30):
     return span_to_chars(windows[k]["offsets"], int(spans[k][0]), int(spans[k][1]))
 '''
 
-CORRECT = {"solution": solution, "python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
+CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
 
 FIRST, SPECIAL, FIRST_MODE, ALL_MODE, B_TO_I = (
     "test_first_piece_gets_the_word_label", "test_special_tokens_get_minus_100",
@@ -380,6 +381,12 @@ STUBS = {"return the first argument": lambda: stubbed(solution(), "return"),
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_correct_implementation_passes_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name](), name)
+
+
+@pytest.mark.slow
+def test_the_solution_notebook_passes_every_check():
+    """The reference answer (the base every misconception edits), graded as the whole solution notebook."""
+    assert_solution_passes_every_check(NOTEBOOK, "ex09-tagging-and-qa")
 
 
 @pytest.mark.slow
