@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 COURSE = load_course(ROOT)
 EXERCISES = [exercise.id for exercise in COURSE.exercises]
 EX01 = COURSE.exercise("ex01-masking")
+# What the tests that really grade exercise is the plumbing (find the notebook, run `bertcourse grade`, format
+# its result), the same for every exercise: they grade the exercise quickest to grade, the quiz of ex07.
+QUICK = COURSE.exercise("ex07-self-test")
 
 
 @pytest.fixture
@@ -35,15 +38,21 @@ def no_jupyter(tmp_path, monkeypatch):
     return tmp_path
 
 
+GRADING_CELL = ("# Grade this notebook (as saved) with the hidden checks: the report of `bertcourse grade`, shown "
+                "here.\nfrom bertcourse.selfgrade import grade_this_notebook\n\ngrade_this_notebook(\"{}\")")
+
+
 @pytest.mark.parametrize("folder", ["solutions", "exercises"])
 @pytest.mark.parametrize("exercise_id", EXERCISES)
 def test_every_exercise_ends_with_a_locked_cell_that_grades_it(folder, exercise_id):
+    """The same cell in every notebook but for the exercise's id, so what one exercise's grading shows about
+    it (below) holds for all."""
     notebook = nbformat.read(ROOT / folder / COURSE.exercise(exercise_id).notebook, as_version=4)
     last = notebook.cells[-1]
     assert last.cell_type == "code"
-    assert "from bertcourse.selfgrade import grade_this_notebook" in last.source
-    assert f'grade_this_notebook("{exercise_id}")' in last.source
+    assert last.source == GRADING_CELL.format(exercise_id), last.source
     assert last.metadata["nbgrader"]["locked"] and not last.metadata["nbgrader"]["grade"]
+    assert last.metadata["nbgrader"]["grade_id"] == "self_grade"
 
 
 def test_does_nothing_while_the_notebook_is_autograded(no_jupyter, monkeypatch, capsys):
@@ -58,12 +67,16 @@ def test_does_nothing_while_the_notebook_is_autograded(no_jupyter, monkeypatch, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("exercise_id", EXERCISES)
-def test_solution_with_the_grading_cell_still_scores_full_marks_without_recursion(exercise_id):
-    from bertcourse.authoring.proofs import shared_grader
+def test_solution_with_the_grading_cell_still_scores_full_marks_without_recursion():
+    """One exercise stands for all: the cell is the same in every notebook (the test above), and
+    `grade_this_notebook` returns before anything that depends on the exercise while the notebook is graded
+    (its first statement reads NBGRADER_EXECUTION, set by the worker). That every solution, this cell
+    included, scores full marks is validate's row, asserted for every exercise by
+    tests/authoring/test_validation.py::test_the_course_exercises_are_valid."""
+    from notebook_gradings import graded_notebook
 
-    exercise = COURSE.exercise(exercise_id)
-    result = shared_grader(COURSE).grade(ROOT / "solutions" / exercise.notebook, exercise)
+    exercise = QUICK
+    result = graded_notebook(ROOT / "solutions" / exercise.notebook, exercise, COURSE)
     assert result.ok and result.score == result.max_score == exercise.points, result.notes
     last = [cell for cell in result.cells if cell.grade_id == "self_grade"]
     assert len(last) == 1 and last[0].status == "ok", last
@@ -73,21 +86,21 @@ def test_solution_with_the_grading_cell_still_scores_full_marks_without_recursio
 @pytest.mark.slow
 def test_a_named_notebook_gets_exactly_the_report_of_bertcourse_grade(no_jupyter, capsys):
     copy = no_jupyter / "my copy.ipynb"
-    shutil.copy(ROOT / "solutions" / EX01.notebook, copy)
-    report = grade_this_notebook("ex01-masking", notebook=copy)
-    assert report.ok and report.score == (EX01.points, EX01.points), report.text
+    shutil.copy(ROOT / "solutions" / QUICK.notebook, copy)
+    report = grade_this_notebook(QUICK.id, notebook=copy)
+    assert report.ok and report.score == (QUICK.points, QUICK.points), report.text
     assert str(copy) in report.graded and "as saved at" in report.graded
     capsys.readouterr()
-    assert cli.main(["grade", str(copy), "--exercise", "ex01-masking"]) == 0
+    assert cli.main(["grade", str(copy), "--exercise", QUICK.id]) == 0
     assert report.text == capsys.readouterr().out.strip()
     html = report._repr_html_()
-    assert f"score: {EX01.points:g}/{EX01.points:g}" in html and "my copy.ipynb" in html
+    assert f"score: {QUICK.points:g}/{QUICK.points:g}" in html and "my copy.ipynb" in html
 
 
 @pytest.mark.slow
 def test_colab_grades_the_live_notebook_from_outside_the_checkout(no_jupyter, monkeypatch):
-    live = json.loads((ROOT / "exercises" / EX01.notebook).read_text())
-    live["metadata"]["colab"] = {"name": "masking.ipynb"}
+    live = json.loads((ROOT / "exercises" / QUICK.notebook).read_text())
+    live["metadata"]["colab"] = {"name": Path(QUICK.notebook).name}
     requests = []
 
     def blocking_request(kind, request="", timeout_sec=None):
@@ -99,12 +112,12 @@ def test_colab_grades_the_live_notebook_from_outside_the_checkout(no_jupyter, mo
     monkeypatch.setitem(sys.modules, "google.colab", colab)
     monkeypatch.setitem(sys.modules, "google.colab._message", colab._message)
     monkeypatch.setenv("BERTCOURSE_ROOT", str(ROOT))  # what the Colab set-up cell sets
-    report = grade_this_notebook("ex01-masking")
+    report = grade_this_notebook(QUICK.id)
     assert requests == ["get_ipynb"]
-    assert report.ok and report.score == (0.0, EX01.points), report.text
+    assert report.ok and report.score == (0.0, QUICK.points), report.text
     assert "Colab" in report.graded and "unsaved edits included" in report.graded
     snapshot = Path(report.text.splitlines()[0].split("(", 1)[1].rstrip(")"))
-    assert snapshot.name == "masking.ipynb" and not snapshot.exists(), "the snapshot must be removed"
+    assert snapshot.name == Path(QUICK.notebook).name and not snapshot.exists(), "the snapshot must be removed"
 
 
 class _Sessions(http.server.BaseHTTPRequestHandler):

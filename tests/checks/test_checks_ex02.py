@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import pytest
 from check_proofs import (
-    assert_caught,
+    assert_bundle_caught,
+    assert_bundles_sound,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_release_scores_zero,
     assert_scores_zero,
+    bundle_ids,
+    bundle_misconceptions,
     checks_of,
     failure_message,
-    wrong_entry,
 )
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
@@ -319,10 +321,17 @@ def test_correct_implementation_passes_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name], name)
 
 
-@pytest.mark.parametrize("misconception", sorted(WRONG))
-def test_misconception_fails_its_check(misconception):
-    source, targeted, must_pass = wrong_entry(WRONG[misconception])
-    assert_caught(CHECKS, source, targeted, misconception, must_pass)
+BUNDLES = bundle_misconceptions(CHECKS, WRONG, VECTORISED)
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
+def test_misconception_fails_its_check(bundle):
+    """Misconceptions that cannot move each other's checks, graded in one notebook (check_proofs.py)."""
+    assert_bundle_caught(CHECKS, WRONG, VECTORISED, bundle)
+
+
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(CHECKS, WRONG, VECTORISED, BUNDLES)
 
 
 def test_every_check_is_targeted_by_some_misconception_and_marked():

@@ -16,9 +16,15 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from check_proofs import assert_reasons_say_more, stubbed
+from check_proofs import (
+    assert_bundle_caught,
+    assert_bundles_sound,
+    bundle_ids,
+    bundle_misconceptions,
+    stubbed,
+)
 
-from bertcourse.authoring.proofs import grade_source, run_check_module
+from bertcourse.authoring.proofs import run_check_module
 
 pytestmark = pytest.mark.slow  # every proof grades a notebook with the real engine
 
@@ -496,20 +502,6 @@ WRONG = {
 }
 
 
-@pytest.mark.parametrize("name", list(WRONG))
-def test_each_misconception_fails_its_check(name):
-    source, expected_failures = WRONG[name]
-    result = grade_source(ROOT / CHECKS, source)
-    assert not result.error, result.error
-    results = {c.name: c.passed for c in result.checks}
-    assert_reasons_say_more(result, name)
-    failed = {check for check, passed in results.items() if not passed}
-    assert expected_failures <= failed, f"{name}: expected {expected_failures} to fail, failed: {failed}"
-    # a mistake in one part must not cost points in another part
-    parts = {part_of(check) for check in failed}
-    assert len(parts) == 1, f"{name}: failures spread over parts {parts}: {failed}"
-
-
 def part_of(check: str) -> str:
     for prefix, part in (
         ("test_embeddings", "embeddings"),
@@ -521,6 +513,30 @@ def part_of(check: str) -> str:
         if check.startswith(prefix):
             return part
     raise AssertionError(f"check {check} belongs to no part")
+
+
+def other_parts(expected: set[str]) -> frozenset[str]:
+    """The checks of the parts other than that of `expected` (a mistake in one part must not cost points in
+    another), which a misconception must pass."""
+    from check_proofs import checks_of
+
+    (part,) = {part_of(check) for check in expected}
+    return frozenset(check for check in checks_of(str(CHECKS.relative_to(ROOT))) if part_of(check) != part)
+
+
+SOURCES = {name: (source, set(expected), other_parts(expected)) for name, (source, expected) in WRONG.items()}
+BUNDLES = bundle_misconceptions(str(CHECKS.relative_to(ROOT)), SOURCES, BASE)
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
+def test_each_misconception_fails_its_check(bundle):
+    """Each fails its checks, and no check of another part; misconceptions that cannot move each other's
+    checks share a grading (check_proofs.bundle_misconceptions)."""
+    assert_bundle_caught(str(CHECKS.relative_to(ROOT)), SOURCES, BASE, bundle)
+
+
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(str(CHECKS.relative_to(ROOT)), SOURCES, BASE, BUNDLES)
 
 
 def test_check_points_add_up_to_the_autograded_cells():
@@ -552,7 +568,7 @@ def grade_variant(tmp_path: Path, stub: str, keep_init: bool = False):
     return shared_grader().grade(path, "ex03-tiny-bert")
 
 
-@pytest.mark.parametrize("stub", ["return", "raise"])
+@pytest.mark.parametrize("stub", ["return"])  # the raise stub is the release, graded below
 def test_a_stub_notebook_scores_zero(tmp_path, stub):
     result = grade_variant(tmp_path, stub)
     assert result.ok and result.max_score == 21.0, result.error
@@ -569,11 +585,13 @@ def test_stubbed_functions_behind_real_constructors_earn_only_the_tie(tmp_path):
 
 
 def test_the_release_scores_zero():
-    from bertcourse.authoring.proofs import shared_grader
+    """The release, nbgrader's raise stub of the solution, scores 0 (so the raise stub does)."""
+    from check_proofs import assert_release_scores_zero
+    from notebook_gradings import graded_notebook
 
-    result = shared_grader().grade(ROOT / "exercises/ex03-tiny-bert/tiny_bert.ipynb", "ex03-tiny-bert")
+    assert_release_scores_zero("exercises/ex03-tiny-bert/tiny_bert.ipynb", "ex03-tiny-bert")
+    result = graded_notebook("exercises/ex03-tiny-bert/tiny_bert.ipynb", "ex03-tiny-bert")
     assert result.ok and result.max_score == 21.0, result.error
-    assert result.score == 0.0, [c.name for c in result.checks if c.passed]
 
 
 # ----------------------------------------------------------------------------- visible and hidden agree

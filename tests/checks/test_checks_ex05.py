@@ -11,12 +11,16 @@ import pytest
 from check_proofs import (
     DEF,
     REGION,
-    assert_caught,
+    assert_bundle_caught,
+    assert_bundles_sound,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    assert_solution_passes_every_check,
+    bundle_ids,
+    bundle_misconceptions,
     graded_cells,
     reference_source,
     wrong_entry,
@@ -205,7 +209,6 @@ def bootstrap_ci(y_true, y_pred, metric, *, n_resamples=1000, alpha=0.05, seed=0
 ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "c", " B", "(d)", "b"\n'
 
 CORRECT = {
-    "solution": solution_source,
     "matrices, log-space pass@k, torch bootstrap": lambda: PRELUDE + MATRIX + ANSWERS,
     "loops, exact integers, numpy bootstrap": lambda: PRELUDE + EXACT + ANSWERS,
 }
@@ -214,6 +217,10 @@ CORRECT = {
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_correct_implementations_pass_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name](), name)
+
+
+def test_the_solution_notebook_passes_every_check():
+    assert_solution_passes_every_check(NOTEBOOK, "ex05-metrics")
 
 
 # ----------------------------------------------------------------------------- misconceptions
@@ -421,10 +428,17 @@ WRONG = {
 }
 
 
-@pytest.mark.parametrize("name", list(WRONG))
-def test_each_misconception_fails_its_checks_and_only_those_aimed_at_it(name):
-    source, targeted, must_pass = wrong_entry(WRONG[name])
-    assert_caught(CHECKS, source, targeted, name, must_pass)
+BUNDLES = bundle_misconceptions(CHECKS, WRONG, solution_source())
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
+def test_each_misconception_fails_its_checks_and_only_those_aimed_at_it(bundle):
+    """Misconceptions of different functions, graded in one notebook (check_proofs.bundle_misconceptions)."""
+    assert_bundle_caught(CHECKS, WRONG, solution_source(), bundle)
+
+
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(CHECKS, WRONG, solution_source(), BUNDLES)
 
 
 def test_every_check_is_the_target_of_a_misconception():
@@ -457,7 +471,7 @@ def stubbed(source: str, stub: str) -> str:
     return REGION.sub(replace, source)
 
 
-@pytest.mark.parametrize("stub", ["raise", "return", "zero"])
+@pytest.mark.parametrize("stub", ["return", "zero"])  # the raise stub is the release (test below)
 def test_a_stub_notebook_scores_zero(stub):
     source = stubbed(solution_source(), stub)
     assert "### BEGIN SOLUTION" not in source

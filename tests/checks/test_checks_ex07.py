@@ -12,12 +12,16 @@ import pytest
 from check_proofs import (
     ROOT,
     _load,
+    assert_bundle_caught,
+    assert_bundles_sound,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
-    assert_reasons_say_more,
     assert_release_scores_zero,
     assert_scores_zero,
+    assert_solution_passes_every_check,
+    bundle_ids,
+    bundle_misconceptions,
     check_outcomes,
     checks_of,
     graded_cells,
@@ -125,7 +129,6 @@ answer_q9, answer_q10, answer_q11, answer_q12, answer_q13, answer_q14, answer_q1
 '''
 
 CORRECT = {
-    "solution": solution_source,
     "loops, exact forms": lambda: PRELUDE + LOOPS + FORMS_EXACT,
     "tensors, approximate forms": lambda: PRELUDE + TENSORS + FORMS_APPROXIMATE,
 }
@@ -135,6 +138,12 @@ CORRECT = {
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_correct_work_in_every_accepted_form_passes_every_check(name):
     assert_passes_every_check(CHECKS, CORRECT[name](), name)
+
+
+@pytest.mark.slow
+def test_the_solution_notebook_passes_every_check():
+    """The reference answer (the base every misconception edits), graded as the whole solution notebook."""
+    assert_solution_passes_every_check(NOTEBOOK, "ex07-self-test")
 
 
 # ----------------------------------------------------------------------------- loss_counts misconceptions
@@ -165,17 +174,6 @@ WRONG_COUNTS = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(WRONG_COUNTS))
-def test_each_counting_misconception_fails_exactly_its_check_and_is_named(name):
-    source, check, named = WRONG_COUNTS[name]
-    result = grade_source(ROOT / CHECKS, source)
-    assert not result.error, result.error
-    assert set(result.failed_checks()) == {check}, (name, result.failed_checks())
-    assert named in result.check(check).message, result.check(check).message
-    assert_reasons_say_more(result, name)
-
-
 # ----------------------------------------------------------------------------- numbers
 
 WRONG_NUMBERS = {
@@ -197,27 +195,39 @@ WRONG_NUMBERS = {
 }
 
 
+def wrong_letter(number: int) -> str:
+    """The solution with question `number` answered by its first wrong letter."""
+    right = right_letters()[number]
+    wrong = next(letter for letter in "abcd" if letter != right)
+    return mutate(f'answer_q{number} = "{right}"', f'answer_q{number} = "{wrong}"')
+
+
+def exactly(check: str, named: str = "") -> tuple[set[str], frozenset[str], dict[str, str]]:
+    """Fails `check` (its message holding `named`) and no other check."""
+    return {check}, frozenset(set(checks_of(CHECKS)) - {check}), {check: named} if named else {}
+
+
+# misconception -> (source, the check it fails, every other check (it passes them), {check: words of the message})
+WRONG = {name: (source, *exactly(check, named)) for name, (source, check, named) in WRONG_COUNTS.items()}
+WRONG |= {name: (mutate(old, new), *exactly(check, named)) for name, (old, new, check, named) in WRONG_NUMBERS.items()}
+WRONG |= {f"Q{number}: a wrong letter": (wrong_letter(number), *exactly(check))
+          for number, check in question_checks().items()}
+BUNDLES = bundle_misconceptions(CHECKS, WRONG, solution_source())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(WRONG_NUMBERS))
-def test_each_wrong_number_fails_exactly_its_check_with_its_misconception(name):
-    old, new, check, named = WRONG_NUMBERS[name]
-    result = grade_source(ROOT / CHECKS, mutate(old, new))
-    assert not result.error, result.error
-    assert set(result.failed_checks()) == {check}, (name, result.failed_checks())
-    assert named in result.check(check).message, result.check(check).message
-    assert_reasons_say_more(result, name)
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
+def test_each_misconception_fails_exactly_its_check_and_is_named(bundle):
+    """A counting mistake, a wrong number or a wrong letter fails its own check, named in the message, and no
+    other; those that cannot move each other's checks share a grading (check_proofs.bundle_misconceptions)."""
+    assert_bundle_caught(CHECKS, WRONG, solution_source(), bundle)
+
+
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(CHECKS, WRONG, solution_source(), BUNDLES)
 
 
 # ----------------------------------------------------------------------------- multiple choice
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("number", range(1, 17))
-def test_a_wrong_letter_fails_exactly_its_question_check(number):
-    right = right_letters()[number]
-    wrong = next(letter for letter in "abcd" if letter != right)
-    source = mutate(f'answer_q{number} = "{right}"', f'answer_q{number} = "{wrong}"')
-    assert failed(source) == {question_checks()[number]}
 
 
 def every_question_answered(pick: int) -> str:
@@ -304,7 +314,7 @@ def test_the_checks_module_loads_its_reference_batches():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stub", ["raise", "return"])
+@pytest.mark.parametrize("stub", ["return"])  # the raise stub is the release (test below)
 def test_a_stub_notebook_scores_zero(stub):
     source = stubbed(solution_source(), stub)
     assert "### BEGIN SOLUTION" not in source

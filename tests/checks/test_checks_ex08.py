@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import pytest
 from check_proofs import (
-    assert_caught,
+    assert_bundle_caught,
+    assert_bundles_sound,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
+    assert_solution_passes_every_check,
+    bundle_ids,
+    bundle_misconceptions,
     graded_cells,
     reference_source,
     stubbed,
-    wrong_entry,
 )
 
 from bertcourse.course import load_course
@@ -200,7 +203,7 @@ def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=
 answer_q1, answer_q2 = "c", "A"
 '''
 
-CORRECT = {"solution": solution, "python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
+CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
 
 LOSS_CE, LOSS_MEAN, LOSS_NAN = ("test_cross_entropy_of_each_target", "test_mean_over_the_sentence_targets_only",
                                 "test_sentence_without_targets_is_nan")
@@ -396,8 +399,7 @@ def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=
 answer_q1 = answer_q2 = None
 '''
 
-STUBS = {"raise": lambda: stubbed(solution(), "raise"),
-         "return the first argument": lambda: stubbed(solution(), "return"),
+STUBS = {"return the first argument": lambda: stubbed(solution(), "return"),
          "well-formed nothing": lambda: WELL_FORMED_NOTHING}
 
 
@@ -408,10 +410,23 @@ def test_correct_implementation_passes_every_check(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("misconception", list(WRONG))
-def test_misconception_fails_its_check(misconception):
-    source, targeted, must_pass = wrong_entry(WRONG[misconception])
-    assert_caught(CHECKS, source, targeted, misconception, must_pass)
+def test_the_solution_notebook_passes_every_check():
+    """The reference answer (the base every misconception edits), graded as the whole solution notebook."""
+    assert_solution_passes_every_check(NOTEBOOK, "ex08-comparing-models")
+
+
+BUNDLES = bundle_misconceptions(CHECKS, WRONG, solution())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
+def test_misconception_fails_its_check(bundle):
+    """Misconceptions that cannot move each other's checks, graded in one notebook (check_proofs.py)."""
+    assert_bundle_caught(CHECKS, WRONG, solution(), bundle)
+
+
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(CHECKS, WRONG, solution(), BUNDLES)
 
 
 def test_every_check_is_targeted_by_some_misconception_and_marked():

@@ -3,23 +3,26 @@ those it does not break), three correct implementations (the solution's, Python 
 a function that calls the course's own answer earns nothing, stubs and the release score 0, and the points add
 up to course.yml's.
 
-The three parts (labels, entities, spans) are separate functions, so one graded notebook carries one
-misconception of each part at once (`BUNDLES`): a third of the gradings, each misconception still proven
-on its own checks."""
+The three parts (labels, entities, spans) are separate functions, so one graded notebook carries several
+misconceptions at once (`BUNDLES`, made and proven sound by check_proofs.bundle_misconceptions): a third of
+the gradings, each misconception still proven on its own checks."""
 
 from __future__ import annotations
 
-import itertools
 import re
 
 import pytest
 from check_proofs import (
+    assert_bundle_caught,
+    assert_bundles_sound,
     assert_every_check_targeted,
     assert_passes_every_check,
     assert_points_add_up,
     assert_release_scores_zero,
     assert_scores_zero,
-    check_outcomes,
+    assert_solution_passes_every_check,
+    bundle_ids,
+    bundle_misconceptions,
     graded_cells,
     reference_source,
     stubbed,
@@ -192,7 +195,7 @@ def answer_in_windows(windows, max_answer_tokens=30):
     return span_to_chars(windows[k]["offsets"], int(spans[k][0]), int(spans[k][1]))
 '''
 
-CORRECT = {"solution": solution, "python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
+CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
 
 FIRST, SPECIAL, FIRST_MODE, ALL_MODE, B_TO_I = (
     "test_first_piece_gets_the_word_label", "test_special_tokens_get_minus_100",
@@ -345,8 +348,9 @@ def entry(table: dict, name: str, must_pass: dict | None = None) -> tuple[tuple,
 WRONG = {name: entry(WRONG_ALIGN, name, MUST_PASS_ALIGN) for name in WRONG_ALIGN}
 WRONG |= {name: entry(WRONG_ENTITIES, name) for name in WRONG_ENTITIES}
 WRONG |= {name: entry(WRONG_SPANS, name) for name in WRONG_SPANS}
-BUNDLES = [tuple(name for name in names if name) for names in
-           itertools.zip_longest(WRONG_ALIGN, WRONG_ENTITIES, WRONG_SPANS)]
+SOURCES = {name: (mutate(*pairs), targeted, must_pass) for name, (pairs, targeted, must_pass) in WRONG.items()}
+BUNDLES = bundle_misconceptions(CHECKS, SOURCES, solution())
+
 
 WELL_FORMED_NOTHING = PRELUDE + '''
 def align_labels(word_ids, word_tags, label_ids, *, all_pieces=False):
@@ -369,8 +373,7 @@ def answer_in_windows(windows, max_answer_tokens=30):
     return 0, 0
 '''
 
-STUBS = {"raise": lambda: stubbed(solution(), "raise"),
-         "return the first argument": lambda: stubbed(solution(), "return"),
+STUBS = {"return the first argument": lambda: stubbed(solution(), "return"),
          "well-formed nothing": lambda: WELL_FORMED_NOTHING}
 
 
@@ -381,27 +384,21 @@ def test_correct_implementation_passes_every_check(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bundle", BUNDLES, ids=[" + ".join(bundle) for bundle in BUNDLES])
+def test_the_solution_notebook_passes_every_check():
+    """The reference answer (the base every misconception edits), graded as the whole solution notebook."""
+    assert_solution_passes_every_check(NOTEBOOK, "ex09-tagging-and-qa")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bundle", BUNDLES, ids=bundle_ids(BUNDLES))
 def test_misconceptions_fail_their_checks(bundle):
-    """One notebook with one misconception of each part: each fails its own checks and passes those it does
-    not break (the parts are separate functions, so one part's mistake cannot move another part's checks)."""
-    pairs = [pair for name in bundle for pair in WRONG[name][0]]
-    asked = set().union(*(WRONG[name][1] | WRONG[name][2] for name in bundle))
-    results = check_outcomes(CHECKS, mutate(*pairs), only=asked)
-    assert asked <= set(results), asked - set(results)
-    for name in bundle:
-        _, targeted, must_pass = WRONG[name]
-        assert not [c for c in targeted if results[c]], f"{name!r} passes {sorted(c for c in targeted if results[c])}"
-        assert all(results[c] for c in must_pass), (
-            f"{name!r} also fails {sorted(c for c in must_pass if not results[c])}, which it does not break")
+    """One notebook with misconceptions that cannot move each other's checks (mostly one of each part: the
+    parts are separate functions): each fails its own checks and passes those it does not break."""
+    assert_bundle_caught(CHECKS, SOURCES, solution(), bundle)
 
 
-def test_bundles_mix_the_parts():
-    """Each bundle holds at most one misconception of each part, and every misconception is in one bundle."""
-    parts = (set(WRONG_ALIGN), set(WRONG_ENTITIES), set(WRONG_SPANS))
-    for bundle in BUNDLES:
-        assert all(len(part & set(bundle)) <= 1 for part in parts), bundle
-    assert sorted(name for bundle in BUNDLES for name in bundle) == sorted(WRONG)
+def test_bundled_misconceptions_cannot_move_each_others_checks():
+    assert_bundles_sound(CHECKS, SOURCES, solution(), BUNDLES)
 
 
 def test_every_check_is_targeted_by_some_misconception_and_marked():
