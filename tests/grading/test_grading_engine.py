@@ -485,9 +485,10 @@ def test_canary_rules():
 
 
 @pytest.mark.slow
-def test_checks_that_cannot_fail_void_the_grade(tmp_path, course):
+def test_checks_that_cannot_fail_void_the_grade(tmp_path, grader, hashes):
     """A conftest next to the checks that turns every failure into a pass: the canary passes too, so
-    the grade is void instead of full marks for a stub."""
+    the grade is void instead of full marks for a stub. The warm grader's judge forgets that conftest:
+    the next notebook is graded by the real checks again."""
     folder = tmp_path / "checks"
     folder.mkdir()
     (folder / "toy.py").write_text(CHECKS.read_text())
@@ -497,9 +498,10 @@ def test_checks_that_cannot_fail_void_the_grade(tmp_path, course):
         "    outcome = yield\n    outcome.force_result(True)\n")
     from bertcourse.authoring.proofs import grade_source
 
-    with Grader(course) as grader:
-        result = grade_source(folder / "toy.py", STUB, grader=grader)
+    result = grade_source(folder / "toy.py", STUB, grader=grader)
     assert result.error and "canary" in result.error and result.score == 0.0
+    stub = grade(grader, hashes, stub_notebook(tmp_path))
+    assert stub.error is None and stub.score == 0.0 and not any(c.passed for c in stub.checks)
 
 
 # ----------------------------------------------------------------------------- the command

@@ -16,10 +16,18 @@ EXERCISE = "fx01-add"
 NOTEBOOK = "add.ipynb"
 
 
-def make_course(folder: Path) -> Course:
-    """A copy of tests/fixtures/course with the course's real nbgrader config, in `folder`."""
+def make_course(folder: Path, check_time_limit_s: float | None = None) -> Course:
+    """A copy of tests/fixtures/course with the course's real nbgrader config, in `folder`.
+
+    `check_time_limit_s`: a shorter limit per cell and check than the fixture's 10 s, for a batch whose
+    hanging submission need not cost 10 s each time it is graded."""
     shutil.copytree(FIXTURE, folder)
     shutil.copy(ROOT / "autograder" / "nbgrader_config.py", folder / "autograder" / "nbgrader_config.py")
+    if check_time_limit_s is not None:
+        manifest = folder / "course.yml"
+        text = manifest.read_text()
+        assert text.count("check_time_limit_s: 10\n") == 1, "the fixture's limit moved: update make_course"
+        manifest.write_text(text.replace("check_time_limit_s: 10\n", f"check_time_limit_s: {check_time_limit_s:g}\n"))
     return load_course(folder)
 
 

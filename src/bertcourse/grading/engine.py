@@ -124,9 +124,11 @@ class Grader:
 
     def close(self) -> None:
         """Stop the helper processes and remove the scratch folder (a later grade starts them again)."""
-        for helper in (self._zygote, self._judge):
-            if helper is not None:
-                helper.close()
+        helpers = [helper for helper in (self._zygote, self._judge) if helper is not None]
+        for helper in helpers:  # both asked first: a helper still starting up is waited for once, not twice
+            helper.stop()
+        for helper in helpers:
+            helper.close()
         self._zygote = self._judge = None
         shutil.rmtree(self._scratch, ignore_errors=True)
 

@@ -206,7 +206,9 @@ def run_session(plugin: JudgePlugin, work_dir: str) -> int:
     _share_check_helpers(Path(module))
     for path, version in versions.items():
         _forget_stale_module(path, version)
-    # Plugins a judge does not need; unraisableexception alone costs ~0.4 s per session (gc.collect).
+    # Plugins a judge does not need; unraisableexception alone costs ~0.4 s per session (gc.collect). No plugin
+    # installed in the environment is loaded (judge_main): hypothesis's imports all of hypothesis at the end of
+    # every session (~2 s, the judge outliving its grader's close).
     skip = ["cacheprovider", "randomly", "xdist", "unraisableexception", "threadexception", "faulthandler",
             "pastebin", "junitxml", "doctest", "legacypath", "stepwise", "lfplugin", "nose", "setuponly",
             "setupplan"]
@@ -254,6 +256,7 @@ def judge_main(fd: int) -> None:
     """Serve the engine's `collect` and `run` commands on socket `fd`, one pytest session per check module
     (torch is imported once, at the top of this module, not once per session by a check module)."""
     conn = Channel.from_fd(fd)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the checks need pytest alone (see run_session)
     work_dir = tempfile.mkdtemp(prefix="bertcourse-judge-")
     os.chdir(work_dir)
     command: dict[str, Any] | None = None

@@ -108,9 +108,13 @@ class ZygoteProcess:
             raise OSError("the zygote did not answer")
         return int(json.loads(message)["pid"]), Channel(socket.socket(fileno=fds[0]))
 
-    def close(self) -> None:
-        """Stop the process (closing its socket ends it) and its log."""
+    def stop(self) -> None:
+        """Ask the process to end (closing its socket ends it), without waiting."""
         self.sock.close()
+
+    def close(self) -> None:
+        """Stop the process and close its log."""
+        self.stop()
         stop_process(self.process)
         self.log.close()
 
@@ -135,13 +139,19 @@ class JudgeProcess:
         """Whether the process still runs."""
         return self.process.poll() is None
 
-    def close(self) -> None:
-        """Ask the judge to exit, then make sure it did."""
+    def stop(self) -> None:
+        """Ask the judge to exit, without waiting."""
+        if self.channel.fileno() < 0:
+            return  # asked already
         try:
             self.channel.send({"op": "exit"}, timeout=1)
         except OSError:
             pass
         self.channel.close()
+
+    def close(self) -> None:
+        """Ask the judge to exit, then make sure it did."""
+        self.stop()
         stop_process(self.process)
         self.log.close()
 

@@ -87,6 +87,12 @@ class NotebookSession:
         self.check_deadline = time.monotonic()
         self.sandbox_noted = False
         modules = {m for c in cells.to_run for m in _IMPORT.findall(c.source) if m.split(".")[0] in PRELOADABLE}
+        if "torch" in {m.split(".")[0] for m in modules}:
+            # A notebook's first optimizer makes torch.optim import torch._dynamo (~1.6 s in every fresh worker
+            # that trains; ex01's checks load it too): imported once, by the zygote, for the notebooks that use
+            # torch (not at its start: ~2 s that a notebook without torch never needs). Its import makes an
+            # empty torchinductor_<user> folder in the zygote's own scratch TMPDIR, which no worker needs.
+            modules.add("torch._dynamo")
         self.preload = sorted(modules)
 
     def bound_s(self) -> float:

@@ -21,11 +21,6 @@ import sys
 import tempfile
 from typing import Any
 
-# A notebook's first optimizer makes torch.optim import torch._dynamo (~1.6 s, every check that trains pays
-# it in a fresh worker): imported once here instead. Its import makes an empty torchinductor_<user> folder
-# in the zygote's own scratch TMPDIR, which no worker needs.
-import torch._dynamo  # noqa: F401
-
 from bertcourse.grading.protocol import Channel
 from bertcourse.grading.sandbox import (
     SandboxPolicy,

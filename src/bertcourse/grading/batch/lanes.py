@@ -79,7 +79,8 @@ def _lane_grader(course: Course) -> Grader:
 
 
 def _start_lane(course: Course, exercise_ids: list[str]) -> None:
-    """Start a lane's engine and load nbconvert before the first submission arrives."""
+    """Start a lane's engine before the first submission arrives (the feedback pages' code is loaded already:
+    the parent warmed it up before forking)."""
     _lane_state.clear()  # a forked lane starts without the parent's engine: its helpers belong to the parent
     # The parent decides when a batch stops: Ctrl-C interrupts it, and it ends the lanes with SIGTERM,
     # on which a lane closes its engine (helpers and temporary folder) and leaves at once.
@@ -91,7 +92,7 @@ def _start_lane(course: Course, exercise_ids: list[str]) -> None:
             grader.checks(exercise_id)  # starts the zygote and the judge, which collects the checks
         except BertcourseError:
             pass  # reported where it matters: on the submissions of that exercise
-    warm_up()
+    warm_up()  # a no-op after the parent's
 
 
 def close_lane() -> None:
@@ -147,10 +148,12 @@ def _grade_task(task: Task) -> Record:
 class GradingLanes:
     """Grades tasks in `jobs` lanes; iterating yields each Record as soon as it is ready.
 
-    Parallel lanes are forked processes, each with its own engine. They are forked here, at once,
-    before the caller imports nbgrader and opens the gradebook (no database connection crosses a
-    fork, and the lanes start their engines while the parent does that) and before the progress bar
-    starts its thread.
+    Parallel lanes are forked processes, each with its own engine. They are forked here, before the
+    caller opens the gradebook (no database connection crosses a fork, and the lanes start their
+    engines while the parent does that) and before the progress bar starts its thread, but after the
+    parent has loaded the code of the feedback pages (nbconvert, nbgrader, matplotlib's mathtext:
+    ~5 s of CPU, mostly a grammar that jsonschema's IRI format builds on import), which the lanes
+    then share instead of each loading it again.
     """
 
     def __init__(self, course: Course, tasks: list[Task], jobs: int, progress: bool,
@@ -163,6 +166,7 @@ class GradingLanes:
         if jobs > 1 and (len(tasks) > 1 or exercise_ids is not None):
             if exercise_ids is None:
                 exercise_ids = sorted({task[1].exercise_id for task in tasks if not task[1].problem})
+            warm_up()
             self.pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=min(jobs, len(tasks)) if tasks else jobs, mp_context=multiprocessing.get_context("fork"),
                 initializer=_start_lane, initargs=(course, exercise_ids))
