@@ -108,7 +108,9 @@ def course_grader():
 def test_an_infinite_loop_in_one_graded_function_costs_only_its_part(course_grader, tmp_path, exercise_id, cell,
                                                                      part, hang):
     exercise = course_grader.exercise(exercise_id)
-    hurried = dataclasses.replace(exercise, time_limit_s=60, check_time_limit_s=5, part_time_limit_s=8)
+    # The hang costs its part at most 12 s; the other parts must finish inside the same 12 s on a loaded machine
+    # (ex01's 13 statistical masking checks ran past 8 s at load ~6: a flake, not a grade)
+    hurried = dataclasses.replace(exercise, time_limit_s=60, check_time_limit_s=5, part_time_limit_s=12)
     solution = ROOT / "solutions" / exercise.notebook
     result = course_grader.grade(with_cell_appended(solution, tmp_path, {cell: HANG + hang + "\n"}), hurried)
     assert result.error is None
