@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_support import cli_in_this_process
 
 from bertcourse.errors import BertcourseError
 from bertcourse.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
@@ -106,24 +107,13 @@ def environment() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def in_this_process(args: list[str], capsys) -> subprocess.CompletedProcess:
-    """`bertcourse ARGS` run by the test's own process (no torchrun): the single-process side of a comparison
-    without paying for another interpreter and torch import."""
-    from bertcourse.cli import main
-
-    capsys.readouterr()
-    code = main(args)
-    said = capsys.readouterr()
-    return subprocess.CompletedProcess(args, code, said.out, said.err)
-
-
 def pretrain_command(out: Path, data_dir: Path, processes: int, *extra: str,
                      capsys=None) -> subprocess.CompletedProcess:
     """`bertcourse pretrain` on cpu-quick: under torchrun when `processes` > 1, else in this process."""
     args = ["pretrain", "--profile", "cpu-quick", "--max-steps", str(STEPS), "--data-dir", str(data_dir),
             "--source", "local", "--out", str(out), "--no-progress", "--precision", "fp32", *extra]
     if processes == 1:
-        return in_this_process(args, capsys)
+        return cli_in_this_process(args, capsys)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone",
                 "-m", "bertcourse.cli"]
     return subprocess.run([*launcher, *args], capture_output=True, text=True, timeout=300, env=environment())
@@ -271,7 +261,7 @@ def finetune_cli(out: Path, pretrained: Path, data_dir: Path, processes: int,
     torchrun when `processes` > 1, else in this process."""
     args = ["finetune", "--profile", "cpu-quick", "--regime", "probe", "--pretrained", str(pretrained), "--data-dir",
             str(data_dir), "--source", "local", "--out", str(out), "--precision", "fp32", "--no-progress"]
-    return in_this_process(args, capsys) if processes == 1 else launch(processes, "-m", "bertcourse.cli", *args)
+    return cli_in_this_process(args, capsys) if processes == 1 else launch(processes, "-m", "bertcourse.cli", *args)
 
 
 @pytest.mark.slow

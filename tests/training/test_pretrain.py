@@ -283,7 +283,7 @@ def test_pretrain_command_end_to_end(tmp_path, data_dir, capsys):
     """The CLI on the real corpus: a short BERT run (through `python -m bertcourse.cli`, the command as a user
     starts it), then a resume to more steps is refused; a short whole-word run, resumed to its end (these in the
     test's own process, through the same `main`)."""
-    from bertcourse import cli
+    from cli_support import cli_in_this_process
 
     out = tmp_path / "run"
 
@@ -293,10 +293,7 @@ def test_pretrain_command_end_to_end(tmp_path, data_dir, capsys):
         if own_process:
             return subprocess.run([sys.executable, "-m", "bertcourse.cli", *args], capture_output=True, text=True,
                                   timeout=300)
-        capsys.readouterr()
-        code = cli.main(args)
-        said = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, said.out, said.err)
+        return cli_in_this_process(args, capsys)
 
     done = command(8, "--dropout", "0.1", own_process=True)
     assert done.returncode == 0, done.stderr
