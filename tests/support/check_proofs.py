@@ -65,12 +65,17 @@ def graded_cells(notebook: str) -> dict[str, float]:
             for c in notebook_cells(notebook) if c["metadata"].get("nbgrader", {}).get("grade")}
 
 
-def assert_points_add_up(check_module: str, notebook: str) -> None:
-    """Each autograded cell's points are the sum of its checks' points, and every check names such a cell."""
+def assert_points_add_up(check_module: str, notebook: str, exercise_id: str | None = None) -> None:
+    """Each autograded cell's points are the sum of its checks' points, and every check names such a cell; with
+    `exercise_id`, the cells' points also add up to the exercise's points in course.yml."""
     per_cell: dict[str, float] = {}
     for mark in checks_of(check_module).values():
         per_cell[mark["cell"]] = per_cell.get(mark["cell"], 0.0) + mark["points"]
     assert per_cell == graded_cells(notebook)
+    if exercise_id is not None:
+        from bertcourse.course import load_course
+
+        assert load_course(ROOT).exercise(exercise_id).points == sum(per_cell.values())
 
 
 def check_outcomes(check_module: str, source: str, only: set[str] | None = None) -> dict[str, bool]:
