@@ -17,15 +17,18 @@ BIN := $(VENV)/bin
 install: $(VENV)/.installed
 install-instructor: $(VENV)/.installed-instructor
 
+# --no-compile: pip would byte-compile every file of every package (torch's thousands included), about half of
+# the install's time; Python compiles the modules a program really imports on their first import instead.
+PIP_INSTALL := $(BIN)/python -m pip install -q --no-compile
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=77"  # builds the course without isolation too
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
-	$(BIN)/python -m pip install -q -e ".[lab]"
+	$(PIP_INSTALL) --upgrade pip "setuptools>=77"  # builds the course without isolation too
+	$(PIP_INSTALL) "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
+	$(PIP_INSTALL) -e ".[lab]"
 	touch $@
 
 $(VENV)/.installed-instructor: $(VENV)/.installed
-	$(BIN)/python -m pip install -q -e ".[instructor,dev]"
+	$(PIP_INSTALL) -e ".[instructor,dev]"
 	touch $@
 
 # The course's main job on its defaults: data and tokenizer, pretraining the tiny BERT and its

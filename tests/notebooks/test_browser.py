@@ -28,10 +28,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = "lessons/00_data_and_tokenizer.ipynb"
-RELEASE = "exercises/ex01-masking/masking.ipynb"
-SOLVED = "solved/masking.ipynb"  # the solution notebook, as a student who solved it would have it
-EX01_POINTS = load_course(ROOT, check_files=False).exercise("ex01-masking").points
-FULL_MARKS = f"score: {EX01_POINTS:g}/{EX01_POINTS:g}"
+# What the exercise tests show (Run All goes on past unwritten parts, the last cell grades) is the same in every
+# exercise (tests/test_selfgrade.py): they use the one quickest to grade, the self-test.
+EXERCISE = load_course(ROOT, check_files=False).exercise("ex07-self-test")
+RELEASE = f"exercises/{EXERCISE.notebook}"
+SOLVED = f"solved/{Path(EXERCISE.notebook).name}"  # the solution notebook, as a student who solved it would have it
+FULL_MARKS = f"score: {EXERCISE.points:g}/{EXERCISE.points:g}"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 RUN_TIMEOUT_MS = 300_000
@@ -81,7 +83,7 @@ def lab(tmp_path_factory, data_dir, chromium):
     """JupyterLab over a temporary copy of the notebooks (the checkout is never modified)."""
     base = tmp_path_factory.mktemp("browser")
     folder = base / "course"
-    for relative, source in [(LESSON, LESSON), (RELEASE, RELEASE), (SOLVED, "solutions/ex01-masking/masking.ipynb")]:
+    for relative, source in [(LESSON, LESSON), (RELEASE, RELEASE), (SOLVED, f"solutions/{EXERCISE.notebook}")]:
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / source, folder / relative)
     settings = base / "settings"
@@ -154,25 +156,36 @@ _KERNEL_IDLE = f"""(path) => {{
     const kernel = panel && panel.sessionContext.session && panel.sessionContext.session.kernel;
     return !!kernel && kernel.status === 'idle' && panel.sessionContext.kernelDisplayStatus === 'idle';
 }}"""
-_RUN_ALL = """async () => {
-    await window.jupyterapp.commands.execute('notebook:run-all-cells');
-    return true;
-}"""
+_START_RUN_ALL = """() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }"""
 _CELLS = f"""(path) => ({_PANEL})(path).content.widgets.filter(cell => cell.model.type === 'code').map(cell => ({{
     count: cell.model.executionCount, source: cell.model.sharedModel.getSource(), outputs: cell.model.outputs.toJSON()
 }}))"""
+# Run All has finished: the kernel is idle and every code cell has run, or one raised (Run All stops there).
+_FINISHED = f"""(path) => {{
+    if (!({_KERNEL_IDLE})(path)) return false;
+    const cells = ({_CELLS})(path);
+    return cells.every(cell => cell.count) || cells.some(cell => cell.outputs.some(o => o.output_type === 'error'));
+}}"""
 
 
-def run_all(browser, lab: Lab, path: str) -> tuple[object, list[dict]]:
-    """Open `path` in JupyterLab, wait for its kernel, Run All, wait until the kernel is idle again;
-    the page and each code cell's execution count, source and outputs (nbformat JSON)."""
+def start_run_all(browser, lab: Lab, path: str):
+    """Open `path` in a page of its own, wait for its kernel and start Run All; the page."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(RUN_TIMEOUT_MS)
     page.goto(f"{lab.url}lab/tree/{path}?token={lab.token}")
     page.wait_for_function(_KERNEL_IDLE, arg=path, timeout=120_000)
-    page.evaluate(_RUN_ALL)  # resolves once every cell has run (or one has failed)
-    page.wait_for_function(_KERNEL_IDLE, arg=path)
-    return page, page.evaluate(_CELLS, path)
+    page.evaluate(_START_RUN_ALL)
+    return page
+
+
+@pytest.fixture(scope="module")
+def ran(browser, lab) -> dict[str, tuple[object, list[dict]]]:
+    """Each notebook after Run All in JupyterLab: its page and each code cell's execution count, source and outputs
+    (nbformat JSON). The three run side by side, in pages and kernels of their own, as in three browser tabs."""
+    pages = {path: start_run_all(browser, lab, path) for path in (LESSON, RELEASE, SOLVED)}
+    for path, page in pages.items():
+        page.wait_for_function(_FINISHED, arg=path)
+    return {path: (page, page.evaluate(_CELLS, path)) for path, page in pages.items()}
 
 
 def _texts(output: dict) -> str:
@@ -190,16 +203,16 @@ def _errors(cells: list[dict]) -> list[str]:
             for cell in cells for o in cell["outputs"] if o["output_type"] == "error"]
 
 
-def test_lesson_0_runs_to_the_end_and_shows_its_plot(browser, lab):
-    page, cells = run_all(browser, lab, LESSON)
+def test_lesson_0_runs_to_the_end_and_shows_its_plot(ran):
+    page, cells = ran[LESSON]
     assert not _errors(cells), _errors(cells)
     assert all(cell["count"] for cell in cells), [c["source"][:60] for c in cells if not c["count"]]
     assert page.locator(".jp-OutputArea-output img").count() >= 1, "no plot shown"
     assert page.locator(".jp-OutputArea-output img").first.is_visible()
 
 
-def test_grading_a_solved_exercise_from_its_last_cell_shows_full_marks(browser, lab):
-    page, cells = run_all(browser, lab, SOLVED)
+def test_grading_a_solved_exercise_from_its_last_cell_shows_full_marks(ran, lab):
+    page, cells = ran[SOLVED]
     assert not _errors(cells), _errors(cells)
     assert all(cell["count"] for cell in cells)
     report = "\n".join(_texts(o) for o in cells[-1]["outputs"])
@@ -210,11 +223,11 @@ def test_grading_a_solved_exercise_from_its_last_cell_shows_full_marks(browser, 
     assert shown.count() == 1 and FULL_MARKS in shown.inner_text()
 
 
-def test_the_blank_release_runs_to_the_end_with_not_done_yet_lines(browser, lab):
-    page, cells = run_all(browser, lab, RELEASE)
+def test_the_blank_release_runs_to_the_end_with_not_done_yet_lines(ran):
+    page, cells = ran[RELEASE]
     assert not _errors(cells), _errors(cells)
     assert all(cell["count"] for cell in cells), [c["source"][:60] for c in cells if not c["count"]]
     printed = "\n".join(_texts(o) for cell in cells for o in cell["outputs"])
     assert "not done yet" in printed
     assert page.locator(".jp-OutputArea-output", has_text="not done yet").count() >= 1
-    assert f"score: 0/{EX01_POINTS:g}" in "\n".join(_texts(o) for o in cells[-1]["outputs"])
+    assert f"score: 0/{EXERCISE.points:g}" in "\n".join(_texts(o) for o in cells[-1]["outputs"])

@@ -1,5 +1,5 @@
 """Every lesson in course.yml runs top to bottom with the quick profile on the real data, every cell that
-draws shows its figure, and a second Run All in the same kernel still does. Lesson-specific tests read
+draws shows its figure, and still does when it runs again in the same kernel (a second Run All). Lesson-specific tests read
 the same executed notebooks (tests/support/lesson_support.py)."""
 
 import ast
@@ -21,7 +21,7 @@ def errors(notebook):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=IDS)
-def test_every_plotting_cell_shows_its_figure_in_a_first_and_a_second_run_all(lesson, data_dir, lesson_runs):
+def test_every_plotting_cell_shows_its_figure_when_run_and_when_run_again(lesson, data_dir, lesson_runs):
     first = executed_lesson(lesson.notebook, data_dir, lesson_runs)
     second = executed_again(lesson.notebook, data_dir, lesson_runs)
     assert not errors(first) and not errors(second)
@@ -29,7 +29,7 @@ def test_every_plotting_cell_shows_its_figure_in_a_first_and_a_second_run_all(le
     assert drawing, f"{lesson.notebook} draws nothing"
     for name, run in (("first", first), ("second", second)):
         blank = [i for i in drawing if not shows_image(run.cells[i])]
-        assert not blank, f"{lesson.notebook}: cells {blank} show no image after the {name} Run All"
+        assert not blank, f"{lesson.notebook}: cells {blank} show no image in the {name} run"
 
 
 def test_library_code_never_switches_the_matplotlib_backend():

@@ -1,7 +1,8 @@
 """Executing lesson notebooks once per test session: several tests read the same executed lesson.
 
-Each lesson is run as a student runs it: Run All, then Run All again in the same kernel (the second run
-catches anything the first leaves behind in the kernel, such as a matplotlib backend switched off).
+Each lesson is run as a student runs it: Run All; then its drawing cells run again in the same kernel, as a
+second Run All would run them (this catches anything the first run leaves behind in the kernel, such as a
+matplotlib backend switched off, without training everything a second time).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
 
 @functools.cache
 def _run_all_twice(relative: str, data_dir: Path, runs: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
-    """The lesson after Run All, and after a second Run All in the same kernel (quick profile, real data, the
-    run folders in `runs`)."""
+    """The lesson after Run All, and after its drawing cells ran again in the same kernel (quick profile, real
+    data, the run folders in `runs`)."""
     from nbclient import NotebookClient
 
     path = ROOT / relative
@@ -48,12 +49,12 @@ def _run_all_twice(relative: str, data_dir: Path, runs: Path) -> tuple[nbformat.
                             resources={"metadata": {"path": str(path.parent)}})
     env = {"BERTCOURSE_PROFILE": profile, "BERTCOURSE_DATA": str(data_dir), "BERTCOURSE_RUNS": str(runs)}
     with _environment(env), client.setup_kernel():
-        runs = []
-        for _ in range(2):
-            for index, cell in enumerate(notebook.cells):
-                client.execute_cell(cell, index)
-            runs.append(copy.deepcopy(notebook))
-    return runs[0], runs[1]
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index)
+        first = copy.deepcopy(notebook)
+        for index in plotting_cells(notebook):
+            client.execute_cell(notebook.cells[index], index)
+    return first, notebook
 
 
 def executed_lesson(relative: str, data_dir: Path, runs: Path) -> nbformat.NotebookNode:
@@ -63,7 +64,7 @@ def executed_lesson(relative: str, data_dir: Path, runs: Path) -> nbformat.Noteb
 
 
 def executed_again(relative: str, data_dir: Path, runs: Path) -> nbformat.NotebookNode:
-    """The same lesson after a second Run All in the kernel of the first."""
+    """The same lesson after its drawing cells ran a second time in the kernel of the first Run All."""
     return _run_all_twice(relative, data_dir, runs)[1]
 
 
