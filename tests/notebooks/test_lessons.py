@@ -1,6 +1,6 @@
 """Every lesson in course.yml runs top to bottom with the quick profile on the real data, every cell that
-draws shows its figure, and still does when it runs again in the same kernel (a second Run All). Lesson-specific tests read
-the same executed notebooks (tests/support/lesson_support.py)."""
+draws shows its figure, and still does when it runs again in the same kernel (a second Run All).
+Lesson-specific tests read the same executed notebooks (tests/support/lesson_support.py)."""
 
 import ast
 import re

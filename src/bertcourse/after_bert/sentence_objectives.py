@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertcourse.after_bert.sentence_pairs import encode_pair, nsp_pairs, sop_pairs
+from bertcourse.after_bert.sentence_pairs import nsp_pairs, pair_from_ids, sop_pairs
 from bertcourse.config import ModelConfig
 from bertcourse.masking import IGNORE_INDEX, collate_for_mlm, pad_batch
 from bertcourse.model import BertForMLM, LMOutput, init_linear_
@@ -39,7 +39,7 @@ class PairData(PackedData):
 
 def span_documents(documents: Sequence[Sequence[str]], tokenizer: Any, max_tokens: int) -> list[list[str]]:
     """Each document's sentences joined into consecutive spans of at most `max_tokens` tokens (a longer
-    sentence is a span of its own, cut later by `encode_pair`)."""
+    sentence is a span of its own, cut later by `pair_from_ids`)."""
     counts = iter(len(ids) for ids in tokenize_sentences(tokenizer, [s for doc in documents for s in doc]))
     spans_by_document = []
     for doc in documents:
@@ -67,7 +67,10 @@ def pair_rows(documents: Sequence[Sequence[str]], tokenizer: Any, max_seq_len: i
         raise ValueError(f"task must be one of {', '.join(PAIR_TASKS)}, got {task!r}")
     spans = span_documents(documents, tokenizer, (max_seq_len - 3) // 2)
     pairs = (nsp_pairs if task == "nsp" else sop_pairs)(spans, generator)
-    rows = [encode_pair(tokenizer, a, b, max_seq_len) for a, b, _ in pairs]
+    texts = list(dict.fromkeys(text for a, b, _ in pairs for text in (a, b)))
+    ids = dict(zip(texts, tokenize_sentences(tokenizer, texts), strict=True))  # each span once, in one batch
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    rows = [pair_from_ids(ids[a], ids[b], cls, sep, max_seq_len) for a, b, _ in pairs]
     return PairData([r["input_ids"] for r in rows], [r["token_type_ids"] for r in rows],
                     pair_labels=[label for _, _, label in pairs])
 

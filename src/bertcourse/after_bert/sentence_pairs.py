@@ -98,13 +98,18 @@ def encode_pair(tokenizer: Any, first: str, second: str, max_seq_len: int) -> di
     """`[CLS] A [SEP] B [SEP]` with `input_ids`, `token_type_ids` (0 up to and including the first [SEP],
     1 for B and the last [SEP]) and `attention_mask`, longest-first truncated to `max_seq_len` tokens.
     `tokenizer`: a transformers tokenizer with [CLS] and [SEP] (the course's WordPiece)."""
+    return pair_from_ids(tokenizer.encode(first, add_special_tokens=False),
+                         tokenizer.encode(second, add_special_tokens=False),
+                         tokenizer.cls_token_id, tokenizer.sep_token_id, max_seq_len)
+
+
+def pair_from_ids(first: list[int], second: list[int], cls: int, sep: int, max_seq_len: int) -> dict[str, list[int]]:
+    """`encode_pair` of two sentences already tokenized (ids without specials): many pairs share a sentence,
+    which is then tokenized once, all sentences in one batch."""
     if max_seq_len < 5:
         raise ValueError(f"max_seq_len must leave room for [CLS], [SEP], [SEP] and a token of each sentence, "
                          f"got {max_seq_len}")
-    a = tokenizer.encode(first, add_special_tokens=False)
-    b = tokenizer.encode(second, add_special_tokens=False)
-    a, b = truncate_longest_first(a, b, max_seq_len - 3)
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    a, b = truncate_longest_first(first, second, max_seq_len - 3)
     input_ids = [cls, *a, sep, *b, sep]
     token_type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
     return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": [1] * len(input_ids)}
