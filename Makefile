@@ -41,9 +41,10 @@ demo: install
 	$(BIN)/bertcourse data --profile $(PROFILE)
 	$(BIN)/bertcourse compare --profile $(PROFILE)
 
-# Two lanes side by side, one per core (tests/run_in_lanes.py says why): the grading lane and the rest.
+# The suite on two pytest-xdist workers, one per core (one torch/OpenMP thread each: more would only contend);
+# tests that share work made once per process go to the same worker (tests/support/worker_groups.py).
 test: install-instructor
-	$(BIN)/python tests/run_in_lanes.py $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The contributor's lane while editing: no `slow` (training, notebooks, grading end to end) or `browser`
 # tests; `make test` (what CI runs) stays the full suite.

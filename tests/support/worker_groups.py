@@ -1,0 +1,43 @@
+"""Which tests must run in the same process when `make test` spreads the suite over two pytest-xdist workers.
+
+`make test` runs `pytest -n 2 --dist loadgroup` with the scheduler of tests/conftest.py: a unit of work goes
+whole to whichever worker is free next, so the two cores finish close together whatever the tests cost. A unit
+must hold every test that shares work made once per process, or that work is made twice:
+
+- `executed-lessons`: the files that read the executed lessons or `compare`'s runs (the session fixtures
+  `quick_compare` and `lesson_runs`; tests/support/lesson_support.py executes each lesson once per process);
+- `course-gradings`: the files that read the gradings of the course's own notebooks (tests/support/
+  notebook_gradings.py, check_proofs.py: one grading per notebook and process, shared by the proof files and
+  `validate`);
+- every other test file is a unit of its own (its module fixtures are made once).
+
+A unit is known from the file alone (its path and text): the controller, which hands the units out, collects
+no tests. (pytest-xdist's own `xdist_group` marks do not group under pytest 9, which ignores the node ids
+they rewrite.) Units that hold slow tests go first, so that quick ones fill the gaps at the end.
+"""
+
+from __future__ import annotations
+
+LESSON_FIXTURES = ("quick_compare", "lesson_runs")
+GRADING_HELPERS = ("notebook_gradings", "check_proofs")
+
+
+def group_of(relative: str, text: str) -> str:
+    """The unit of work of the tests of one file (`relative`: its path from the course root, as in a node id;
+    `text`: its source): the named group whose shared work it reads, or the file's own."""
+    if any(name in text for name in LESSON_FIXTURES):
+        return "executed-lessons"
+    if any(helper in text for helper in GRADING_HELPERS):
+        return "course-gradings"
+    return relative
+
+
+def slow_first(groups: list[str], slow: list[bool]) -> list[int]:
+    """Positions of the tests in the order to hand them out: units holding a slow test first (the named groups
+    before files), each unit's tests together and in their own order."""
+    units: dict[str, list[int]] = {}
+    for position, group in enumerate(groups):
+        units.setdefault(group, []).append(position)
+    has_slow = {group: any(slow[i] for i in positions) for group, positions in units.items()}
+    order = sorted(units, key=lambda group: (not has_slow[group], "/" in group))
+    return [position for group in order for position in units[group]]
