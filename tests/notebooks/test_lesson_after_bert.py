@@ -141,3 +141,11 @@ def test_t5_sentinels_and_mask_predict_rounds_are_as_described(printed):
     assert targets[0] == "<extra_id_0>" and targets[-1] == f"<extra_id_{len(used)}>"
     rounds = [int(n) for n in re.findall(r"^round \d: (\d+) predicted:", seven, re.M)]
     assert rounds == [8, 6, 4, 2]  # N (T - t + 1) / T for N = 8, T = 4
+
+
+@pytest.mark.slow
+def test_no_lesson_prints_transformers_warning_about_a_sequence_too_long(printed):
+    """Issue 23: pair rows were built by tokenizing each span with the model's tokenizer, which warned in red
+    about every span longer than the model (75 > 64) although the pair was cut to fit afterwards."""
+    for lesson_id, text in printed.items():
+        assert "Token indices sequence length is longer" not in text, lesson_id
