@@ -1,7 +1,7 @@
 """Several graders, one PostgreSQL gradebook (claims.py): each submission is claimed by one grader, a dead
 grader's claims are taken over once its lease runs out, and the class is recorded exactly once, with the
 scores one grader alone gives (those test_autograde proves for the same notebooks). Uses the real server of
-test_gradebook_postgres."""
+conftest.py's `postgres_url`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import sqlalchemy
 from batch_support import EXERCISE, make_course, solution, submit, with_cells
-from test_gradebook_postgres import postgres_url  # noqa: F401 (the fixture: one server for this module)
 
 from bertcourse.grading.batch.claims import TABLE, Claims, shared
 from bertcourse.grading.batch.gradebook import open_gradebook
@@ -36,7 +35,7 @@ def _reset(url: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_claim_is_one_graders_until_its_lease_runs_out(postgres_url):  # noqa: F811
+def test_a_claim_is_one_graders_until_its_lease_runs_out(postgres_url):
     _reset(postgres_url)
     first, second = Claims(postgres_url, lease_s=1.5), Claims(postgres_url, lease_s=1.5)  # no heartbeat: not entered
     for claims in (first, second):
@@ -57,7 +56,7 @@ def test_a_claim_is_one_graders_until_its_lease_runs_out(postgres_url):  # noqa:
 
 
 @pytest.mark.slow
-def test_a_live_grader_keeps_its_claims_and_hands_them_back_on_exit(postgres_url):  # noqa: F811
+def test_a_live_grader_keeps_its_claims_and_hands_them_back_on_exit(postgres_url):
     _reset(postgres_url)
     other = Claims(postgres_url, lease_s=1.5)
     with Claims(postgres_url, lease_s=1.5) as grader:  # entered: its heartbeat renews the lease
@@ -93,7 +92,7 @@ def _grades(path: Path) -> dict[tuple[str, str], tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_graders_share_a_class_and_one_dying_loses_nothing(tmp_path, postgres_url):  # noqa: F811
+def test_graders_share_a_class_and_one_dying_loses_nothing(tmp_path, postgres_url):
     _reset(postgres_url)
     course = make_course(tmp_path / "course")
     submitted = course.root / "submitted"
