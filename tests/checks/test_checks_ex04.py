@@ -215,9 +215,7 @@ def train_step(model, batch, optimizer):
     return loss.detach().item()
 '''
 
-# One answer a line: a wrong answer then changes that answer's name only, so the four concept misconceptions share
-# gradings with the others (check_proofs.bundle_misconceptions)
-ANSWERS = 'answer_q1 = "c"\nanswer_q2 = " A"\nanswer_q3 = "(d)"\nanswer_q4 = "b"\n'
+ANSWERS = 'answer_q1, answer_q2, answer_q3, answer_q4 = "c", " A", "(d)", "b"\n'
 
 CORRECT = {
     "solution": solution_source,
@@ -385,13 +383,13 @@ WRONG = {
         *NO_STEP),
     # concepts
     "Q1: [CLS] thought to be masked in pretraining": wrong(
-        mutate('answer_q1 = "c"', 'answer_q1 = "a"'), "test_q1_what_makes_cls_a_sentence_summary"),
+        mutate('"c", " A", "(d)", "b"', '"a", " A", "(d)", "b"'), "test_q1_what_makes_cls_a_sentence_summary"),
     "Q2: a decoder thought to lack a readable position 0": wrong(
-        mutate('answer_q2 = " A"', 'answer_q2 = "b"'), "test_q2_where_to_pool_a_decoder"),
+        mutate('"c", " A", "(d)", "b"', '"c", "b", "(d)", "b"'), "test_q2_where_to_pool_a_decoder"),
     "Q3: a probe thought to give the best accuracy": wrong(
-        mutate('answer_q3 = "(d)"', 'answer_q3 = "b"'), "test_q3_what_a_probe_measures"),
+        mutate('"c", " A", "(d)", "b"', '"c", " A", "b", "b"'), "test_q3_what_a_probe_measures"),
     "Q4: padding thought to zero the outputs": wrong(
-        mutate('answer_q4 = "b"', 'answer_q4 = "d"'), "test_q4_padding_side_and_position_minus_1"),
+        mutate('"c", " A", "(d)", "b"', '"c", " A", "(d)", "d"'), "test_q4_padding_side_and_position_minus_1"),
 }
 
 
