@@ -1,117 +1,34 @@
 """`bertcourse autograde` end to end: real nbgrader gradebook, real engine, one class of submissions.
 
 One batch holds a correct, a blank, a wrong and each kind of broken submission, plus submissions that
-try to fool the checks; it is graded by the command (`--jobs 2`, in a subprocess) and again in-process
-with one lane, and both must agree. A second batch is killed half-way and resumed.
+try to fool the checks (tests/support/class_batch.py, whose feedback pages test_feedback reads); it is graded
+by the command (`--jobs 2`, in a subprocess) and again in-process with one lane, and both must agree. A second
+batch is killed half-way and resumed.
 """
 
 from __future__ import annotations
 
 import csv
 import html
-import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from batch_support import (
-    EXERCISE,
-    hidden_source_lines,
-    make_course,
-    renamed_grade_ids,
-    solution,
-    submit,
-    tree_digest,
-    with_cells,
-)
+from batch_support import EXERCISE, hidden_source_lines, make_course, solution, submit, tree_digest, with_cells
+from class_batch import ATTACKS, read_csv, run_cli
 
-from bertcourse.authoring.release import release
 from bertcourse.grading.batch.autograde import RESULT_NAME, BatchOptions, autograde
 from bertcourse.grading.batch.gradebook import open_gradebook
 
 pytestmark = pytest.mark.slow
 
-WRONG_ADD = "def add(a, b):\n    return a - b\n"
-RIGHT_Q1 = 'answer_q1 = "b"\n'
-# Submissions that try to score without solving anything; none may beat the blank release.
-ATTACKS = {
-    # an object that claims to equal anything, for both the function result and the answer
-    "mallory_eq": {"add": "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
-                          "def add(a, b):\n    return Anything()\n",
-                   "q1": "answer_q1 = Anything()\n"},
-    # leave the process with success before anything can fail
-    "mallory_exit": {"add": "import os\nos._exit(0)\n"},
-    # rewrite the hidden checks so that every check passes, then print a fake pytest summary
-    "mallory_rewrite": {"add": "import os, pathlib\n"
-                               "root = pathlib.Path(os.environ.get('BERTCOURSE_ROOT', '.'))\n"
-                               "p = root / 'autograder/checks/fx01_add.py'\n"
-                               "try:\n    p.write_text('def test_all(student):\\n    pass\\n')\n"
-                               "except OSError:\n    pass\nprint('3 passed in 0.01s')\n"},
-}
-
-
-def make_batch(course, submitted: Path) -> None:
-    nb = solution(course)
-    blank = json.loads((course.root / "exercises" / EXERCISE / "add.ipynb").read_text())
-    submit(submitted, "alice", nb)
-    submit(submitted, "bob", blank)
-    submit(submitted, "carol", with_cells(nb, {"add": WRONG_ADD}))
-    submit(submitted, "dave", '{"cells": [')  # not JSON
-    submit(submitted, "erin", renamed_grade_ids(nb))  # another exercise's notebook
-    submit(submitted, "frank", with_cells(nb, {"add": "import os\nos._exit(3)\n", "q1": RIGHT_Q1}))  # crash
-    submit(submitted, "grace", with_cells(nb, {"add": "while True:\n    pass\n", "q1": RIGHT_Q1}))  # hang
-    submit(submitted, "heidi", nb, name="my_add.ipynb")  # renamed notebook
-    submit(submitted, "judy", None)  # empty folder
-    submit(submitted, "kim", nb, exercise="no-such-exercise")
-    for student, cells in ATTACKS.items():
-        submit(submitted, student, with_cells(blank, cells))
-    leave_editor_artefacts(submitted, nb)
-
-
-def leave_editor_artefacts(submitted: Path, solved: dict) -> None:
-    """What opening the submissions in JupyterLab, or a file manager, leaves behind: none of it is graded."""
-    checkpoints = submitted / "bob" / EXERCISE / ".ipynb_checkpoints"
-    checkpoints.mkdir(parents=True)
-    (checkpoints / "add-checkpoint.ipynb").write_text(json.dumps(solved))  # a stale copy, full marks
-    (submitted / ".ipynb_checkpoints").mkdir()
-    (submitted / "__pycache__").mkdir()
-    (submitted / ".DS_Store").write_bytes(b"\0")
-    (submitted / "bob" / ".ipynb_checkpoints").mkdir()
-    submit(submitted, "bob~", solved)  # a backup copy of a student's folder
-    submit(submitted, "carol", solved, name="add.ipynb~")
-
-
-def read_csv(path: Path) -> dict[tuple[str, str], dict[str, str]]:
-    with path.open(newline="") as handle:
-        return {(row["student"], row["exercise"]): row for row in csv.DictReader(handle)}
-
-
-def run_cli(course, *args: str, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "BERTCOURSE_ROOT": str(course.root)}
-    return subprocess.Popen([sys.executable, "-m", "bertcourse.cli", "autograde", *args], env=env,
-                            cwd=course.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **kwargs)
-
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """The class batch graded by the command with two lanes (grace's hang stopped after 4 s, not 10)."""
-    course = make_course(tmp_path_factory.mktemp("batch") / "course", check_time_limit_s=4)
-    release(course)
-    submitted = course.root / "submitted"
-    make_batch(course, submitted)
-    checks_before = (course.root / "autograder" / "checks" / "fx01_add.py").read_text()
-    before = tree_digest(submitted)
-    proc = run_cli(course, "submitted", "--jobs", "2")
-    out, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out + err
-    return {"course": course, "submitted": submitted, "before": before, "out": out, "err": err,
-            "checks_before": checks_before, "rows": read_csv(course.root / "grades.csv")}
+def graded(class_batch):
+    """The class batch (tests/support/class_batch.py), graded by the command with two lanes."""
+    return class_batch
 
 
 EXPECTED = {  # student: (status, score, add part, q1 part)
@@ -247,17 +164,19 @@ def test_bad_command_input_exits_2(graded, tmp_path, monkeypatch, capsys):
         assert message in capsys.readouterr().err
 
 
-def test_a_killed_batch_resumes_without_regrading(tmp_path):
-    course = make_course(tmp_path / "course")
-    release(course)
-    submitted = course.root / "submitted"
-    slow = with_cells(solution(course), {"q1": 'import time\ntime.sleep(2)\nanswer_q1 = "b"\n'})
+def test_a_killed_batch_resumes_without_regrading(graded, tmp_path):
+    """Another class of the released course of `graded`, kept apart (its submissions, results and gradebook under
+    tmp_path): the resumed batch runs in this process, where the engine of the serial batch above is still warm."""
+    course = graded["course"]
+    submitted = tmp_path / "submitted"
+    # 1 s per notebook keeps the batch busy while it is killed, well inside the 4 s cell limit of `graded`
+    slow = with_cells(solution(course), {"q1": 'import time\ntime.sleep(1)\nanswer_q1 = "b"\n'})
     students = [f"s{i}" for i in range(3)]  # killed after the first: 1 or 2 finished, the rest still to grade
     for student in students:
         submit(submitted, student, slow)
 
-    proc = run_cli(course, "submitted", "--jobs", "1")
-    results = course.root / "autograded"
+    proc = run_cli(course, str(submitted), "--jobs", "1")
+    results = tmp_path / "autograded"
     deadline = time.monotonic() + 600
     while not list(results.rglob(RESULT_NAME)) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -270,9 +189,9 @@ def test_a_killed_batch_resumes_without_regrading(tmp_path):
     assert summary.reused == len(finished)
     assert summary.graded_now == len(students) - len(finished)
     assert {p: p.read_bytes() for p in finished} == finished  # finished results were not regraded
-    rows = read_csv(course.root / "grades.csv")
+    rows = read_csv(tmp_path / "grades.csv")
     assert [float(rows[(s, EXERCISE)]["score"]) for s in students] == [3.0] * len(students)
-    with open_gradebook(f"sqlite:///{course.root}/gradebook.db") as gradebook:
+    with open_gradebook(f"sqlite:///{tmp_path}/gradebook.db") as gradebook:
         assert [gradebook.find_submission(EXERCISE, s).score for s in students] == [3.0] * len(students)
 
 

@@ -1,6 +1,7 @@
 """Several graders, one PostgreSQL gradebook (claims.py): each submission is claimed by one grader, a dead
 grader's claims are taken over once its lease runs out, and the class is recorded exactly once, with the
-scores one grader alone gives. Uses the real server of test_gradebook_postgres."""
+scores one grader alone gives (those test_autograde proves for the same notebooks). Uses the real server of
+conftest.py's `postgres_url`."""
 
 from __future__ import annotations
 
@@ -15,9 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy
 from batch_support import EXERCISE, make_course, solution, submit, with_cells
-from test_gradebook_postgres import postgres_url  # noqa: F401 (the fixture: one server for this module)
 
-from bertcourse.grading.batch.autograde import BatchOptions, autograde
 from bertcourse.grading.batch.claims import TABLE, Claims, shared
 from bertcourse.grading.batch.gradebook import open_gradebook
 
@@ -36,7 +35,7 @@ def _reset(url: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_claim_is_one_graders_until_its_lease_runs_out(postgres_url):  # noqa: F811
+def test_a_claim_is_one_graders_until_its_lease_runs_out(postgres_url):
     _reset(postgres_url)
     first, second = Claims(postgres_url, lease_s=1.5), Claims(postgres_url, lease_s=1.5)  # no heartbeat: not entered
     for claims in (first, second):
@@ -57,7 +56,7 @@ def test_a_claim_is_one_graders_until_its_lease_runs_out(postgres_url):  # noqa:
 
 
 @pytest.mark.slow
-def test_a_live_grader_keeps_its_claims_and_hands_them_back_on_exit(postgres_url):  # noqa: F811
+def test_a_live_grader_keeps_its_claims_and_hands_them_back_on_exit(postgres_url):
     _reset(postgres_url)
     other = Claims(postgres_url, lease_s=1.5)
     with Claims(postgres_url, lease_s=1.5) as grader:  # entered: its heartbeat renews the lease
@@ -93,19 +92,17 @@ def _grades(path: Path) -> dict[tuple[str, str], tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_graders_share_a_class_and_one_dying_loses_nothing(tmp_path, postgres_url):  # noqa: F811
+def test_graders_share_a_class_and_one_dying_loses_nothing(tmp_path, postgres_url):
     _reset(postgres_url)
     course = make_course(tmp_path / "course")
     submitted = course.root / "submitted"
     right = solution(course)
     wrong = with_cells(right, {"add": "def add(a, b):\n    return a - b\n"})
-    for student, notebook in [("ann", right), ("ben", wrong), ("cat", right), ("dan", wrong), ("eve", right)]:
+    class_ = [("ann", right), ("ben", wrong), ("cat", right), ("dan", wrong), ("eve", right)]
+    for student, notebook in class_:
         submit(submitted, student, notebook)
-    alone = autograde(course, BatchOptions(submitted, output_dir=tmp_path / "alone", progress=False),
-                      log=lambda _: None)  # one grader, the course's SQLite gradebook
-    assert not shared(alone.db_url)
-    expected = _grades(alone.csv_path)
-    assert len(expected) == 5 and {score for score, _ in expected.values()} == {"3", "1"}
+    # What one grader alone gives these notebooks (test_autograde: the solution scores 3, `a - b` scores 1)
+    expected = {(student, EXERCISE): ("3" if notebook is right else "1", "graded") for student, notebook in class_}
 
     victim = _grader(course, postgres_url, tmp_path / "out-victim", "victim")
     others = []

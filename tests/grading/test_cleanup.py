@@ -3,7 +3,8 @@
 Each test points the temporary directory (TMPDIR, `tempfile.tempdir`) at a fresh folder and checks
 that it is empty afterwards: a Grader closed normally or by an exception, a Grader whose process was
 killed with SIGKILL (its folder is removed by the next Grader), and `bertcourse autograde` stopped
-with SIGTERM or SIGINT half-way through a batch.
+half-way through a batch. Ctrl-C (SIGINT) stops a real batch; SIGTERM is turned into the same
+KeyboardInterrupt by `autograde_command` (proven in-process below), from where both unwind alike.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ def test_the_folder_of_a_killed_grader_is_removed_by_the_next_one(scratch, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_stopped_batch_leaves_nothing(scratch, tmp_path, signum):
+def test_a_stopped_batch_leaves_nothing(scratch, tmp_path):
+    """Stopped by SIGINT; SIGTERM reaches the same KeyboardInterrupt (next test), so one batch is stopped."""
     course = make_course(tmp_path / "course")
     submitted = course.root / "submitted"
     slow = with_cells(solution(course), {"q1": 'import time\ntime.sleep(60)\nanswer_q1 = "b"\n'})
@@ -115,7 +116,7 @@ def test_a_stopped_batch_leaves_nothing(scratch, tmp_path, signum):
         # Both lanes are grading (a worker folder exists in each lane's grader folder).
         assert wait_for(lambda: len(list(scratch.glob("bertcourse-grader-*/worker-*"))) >= 2), leftovers(scratch)
         pids = {int(p) for p in os.listdir("/proc") if p.isdigit() and _started_by(int(p), scratch)}
-        proc.send_signal(signum)  # the batch's own process only, as `kill` or Ctrl-C on it would
+        proc.send_signal(signal.SIGINT)  # the batch's own process only, as Ctrl-C on it would
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -124,6 +125,33 @@ def test_a_stopped_batch_leaves_nothing(scratch, tmp_path, signum):
     assert "interrupted" in err
     assert wait_for(lambda: not any(alive(pid) for pid in pids), 30), "grading processes outlived the batch"
     assert leftovers(scratch) == []
+
+
+def test_sigterm_stops_a_batch_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
+    """`kill` (SIGTERM) on `bertcourse autograde` raises KeyboardInterrupt wherever the batch is, as Ctrl-C does:
+    the same unwinding (lanes ended, folders removed) and exit 130. The handler is put back afterwards."""
+    from bertcourse import cli
+    from bertcourse.grading.batch import autograde as batch
+
+    monkeypatch.setattr(batch, "load_course", lambda: load_course(FIXTURE))
+    reached = []
+
+    def stopped_batch(course, options):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to this (the main) thread before the next line runs
+        reached.append("after the signal")
+        raise AssertionError("SIGTERM did not stop the batch")
+
+    def callers_handler(signum, frame):
+        raise RuntimeError("SIGTERM reached the caller's handler, not the batch's")
+
+    monkeypatch.setattr(batch, "autograde", stopped_batch)
+    before = signal.signal(signal.SIGTERM, callers_handler)  # without the batch's handler: this one, not a kill
+    try:
+        assert cli.main(["autograde", str(tmp_path), "--no-progress"]) == 130
+        assert signal.getsignal(signal.SIGTERM) is callers_handler  # put back
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert "bertcourse: interrupted" in capsys.readouterr().err and not reached
 
 
 def _started_by(pid: int, scratch: Path) -> bool:

@@ -1,55 +1,32 @@
 """Feedback pages as a student opens them: offline, small, each check named, outputs shown, a shared
-reason said once, never a hidden check's source. A small class is graded by `bertcourse autograde`."""
+reason said once, never a hidden check's source. The pages are those of the class batch that
+`bertcourse autograde` grades for test_autograde too (tests/support/class_batch.py)."""
 
 from __future__ import annotations
 
 import base64
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from batch_support import EXERCISE, hidden_source_lines, make_course, solution, submit, with_cells
-
-from bertcourse.authoring.release import release
+from batch_support import EXERCISE, hidden_source_lines
 
 pytestmark = pytest.mark.slow
 
-MATH = ("The sum $a + b$ of many numbers is $$\\sum_{i=1}^{n} x_i = \\frac{n(n+1)}{2}$$ when $x_i = i$.")
-ALICE_ADD = ('def add(a, b):\n    return a + b\n\nprint("add(2, 3) =", add(2, 3))\n'
-             'print("<script>alert(1)</script>")\n')
-CAROL_ADD = 'def add(a, b):\n    return a - b\n\nprint("x" * 100_000)\n'
 MAX_PAGE_BYTES = 20_000  # nbconvert's lab template made every page ~280 KB
 
 
-def _with_math_cell(path: Path) -> None:
-    nb = json.loads(path.read_text())
-    nb["cells"].insert(1, {"cell_type": "markdown", "id": "math", "metadata": {}, "source": MATH})
-    path.write_text(json.dumps(nb, indent=1))
-
-
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
-    course = make_course(tmp_path_factory.mktemp("feedback") / "course")
-    _with_math_cell(course.root / "solutions" / EXERCISE / "add.ipynb")
-    release(course)
-    blank = json.loads((course.root / "exercises" / EXERCISE / "add.ipynb").read_text())
-    submitted = course.root / "submitted"
-    submit(submitted, "alice", with_cells(solution(course), {"add": ALICE_ADD}))
-    submit(submitted, "bob", blank)
-    submit(submitted, "carol", with_cells(solution(course), {"add": CAROL_ADD}))
-    env = {**os.environ, "BERTCOURSE_ROOT": str(course.root)}
-    proc = subprocess.run([sys.executable, "-m", "bertcourse.cli", "autograde", "submitted", "--no-progress"],
-                          env=env, cwd=course.root, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    folder = course.root / "feedback"
-    return {"course": course, "paths": {s: folder / s / EXERCISE / "feedback.html" for s in ("alice", "bob", "carol")},
-            **{s: (folder / s / EXERCISE / "feedback.html").read_text() for s in ("alice", "bob", "carol")}}
+def pages(class_batch):
+    """The pages of alice (right, printing), bob (the blank release) and carol (wrong, printing 100 000 characters)
+    in the class batch, whose solution carries a markdown cell of mathematics."""
+    folder = class_batch["course"].root / "feedback"
+    paths = {s: folder / s / EXERCISE / "feedback.html" for s in ("alice", "bob", "carol")}
+    return {"course": class_batch["course"], "paths": paths, **{s: path.read_text() for s, path in paths.items()}}
 
 
 def _text(page: str) -> str:

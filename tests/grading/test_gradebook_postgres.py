@@ -1,58 +1,13 @@
 """A course team's shared gradebook: `autograde --db-url postgresql://...` records every grade in a real
-PostgreSQL server (started here on a private Unix socket, no network)."""
+PostgreSQL server (started on a private Unix socket, no network: the `postgres_url` fixture, conftest.py)."""
 
 from __future__ import annotations
-
-import glob
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 from batch_support import EXERCISE, make_course, solution, submit, with_cells
 
 from bertcourse.grading.batch.autograde import BatchOptions, autograde
 from bertcourse.grading.batch.gradebook import open_gradebook
-
-
-def _server_binaries() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return Path(found[-1]).parent if found else None
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    binaries = _server_binaries()
-    try:
-        import psycopg2  # noqa: F401
-    except ImportError:
-        binaries = None
-    if binaries is None:
-        reason = "PostgreSQL server binaries or psycopg2 not installed"
-        if os.environ.get("BERTCOURSE_REQUIRE_POSTGRES"):
-            pytest.fail(reason + " (BERTCOURSE_REQUIRE_POSTGRES is set)")
-        pytest.skip(reason)
-    folder = Path(tempfile.mkdtemp(prefix="bcpg", dir="/tmp"))  # short: a socket path has ~100 characters
-    as_user: list[str] = []
-    if os.getuid() == 0:  # PostgreSQL refuses to run as root
-        account = pwd.getpwnam("postgres")
-        os.chown(folder, account.pw_uid, account.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data = folder / "data"
-    run = lambda *args: subprocess.run(as_user + [str(a) for a in args], check=True, capture_output=True,  # noqa: E731
-                                       text=True, timeout=120)
-    run(binaries / "initdb", "-D", data, "-A", "trust", "-U", "grader")
-    run(binaries / "pg_ctl", "-D", data, "-l", folder / "log", "-w", "-o",
-        f"-k {folder} -c listen_addresses='' -c fsync=off", "start")
-    try:
-        run(binaries / "createdb", "-h", folder, "-U", "grader", "gradebook")
-        yield f"postgresql+psycopg2://grader@/gradebook?host={folder}"
-    finally:
-        run(binaries / "pg_ctl", "-D", data, "-m", "immediate", "stop")
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -442,6 +442,29 @@ def test_without_a_sandbox_the_grade_says_so(course, tmp_path):
     assert result.score == 5.0 and "sandbox-unavailable" in kinds(result)
 
 
+def test_the_judges_arguments_travel_fast_and_only_towards_the_worker():
+    """Plain arguments (a million numbers for a large-input check) go as marshal bytes, kept exactly (tuples stay
+    tuples, handles handles); tensors as before. The judge never reads that format: load_values refuses it."""
+    import time
+
+    import torch
+
+    from bertcourse.grading.protocol import ProtocolError, Remote, dump_args, load_args, load_values
+
+    plain = {"args": ([1, 2.5, "x", None, (True, b"b"), {3: -0.0}], Remote(4, "Generator")), "kwargs": {"n": 10**30}}
+    blob = dump_args(plain)
+    assert load_args(blob) == plain and isinstance(load_args(blob)["args"], tuple)
+    with pytest.raises(ProtocolError):
+        load_values(blob)
+    tensors = {"args": (torch.arange(3), [1, 2]), "kwargs": {}}
+    loaded = load_args(dump_args(tensors))
+    assert torch.equal(loaded["args"][0], tensors["args"][0]) and loaded["args"][1] == [1, 2]
+    big = {"args": ([i % 2 for i in range(1_200_000)],), "kwargs": {}}
+    started = time.process_time()
+    assert load_args(dump_args(big)) == big
+    assert time.process_time() - started < 2.0  # torch.save and its weights-only reader: ~5 s of CPU
+
+
 def test_replies_are_loaded_as_data_only():
     import io
     import pickle

@@ -85,15 +85,17 @@ def test_part_time_limit_default_and_validation(tmp_path):
 
 # ----------------------------------------------------------------------------- the course's exercises
 
-# Each graded function of each exercise, made to hang (appended to its solution cell).
+# Each graded function of each exercise, made to hang (appended to its solution cell): (cell, its part, the hang).
+# Hangs in different parts share a grading: each part has its own budget (budgets.py), which the test below sees
+# whole when each hung part's hang starts. Every grading but ex02's (one part) leaves parts unhung.
 HANGS = [
-    ("ex01-masking", "mask_tokens", "mask_tokens_checks", "mask_tokens = _hang"),
-    ("ex01-masking", "mlm_loss", "mlm_loss_checks", "mlm_loss = _hang"),
-    ("ex02-whole-word-masking", "whole_word_mask", "whole_word_mask_checks", "whole_word_mask = _hang"),
-    ("ex03-tiny-bert", "embeddings", "embeddings_checks", "Embeddings.forward = _hang"),
-    ("ex03-tiny-bert", "attention", "attention_checks", "extended_attention_mask = _hang"),
-    ("ex03-tiny-bert", "attention", "attention_checks", "SelfAttention.forward = _hang"),
-    ("ex03-tiny-bert", "mlm_head", "mlm_head_checks", "MLMHead.forward = _hang"),
+    ("ex01-masking", [("mask_tokens", "mask_tokens_checks", "mask_tokens = _hang"),
+                      ("mlm_loss", "mlm_loss_checks", "mlm_loss = _hang")]),
+    ("ex02-whole-word-masking", [("whole_word_mask", "whole_word_mask_checks", "whole_word_mask = _hang")]),
+    ("ex03-tiny-bert", [("embeddings", "embeddings_checks", "Embeddings.forward = _hang"),
+                        ("attention", "attention_checks", "extended_attention_mask = _hang")]),
+    ("ex03-tiny-bert", [("attention", "attention_checks", "SelfAttention.forward = _hang"),
+                        ("mlm_head", "mlm_head_checks", "MLMHead.forward = _hang")]),
 ]
 
 
@@ -104,19 +106,25 @@ def course_grader():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("exercise_id", "cell", "part", "hang"), HANGS, ids=[h[3].split(" =")[0] for h in HANGS])
-def test_an_infinite_loop_in_one_graded_function_costs_only_its_part(course_grader, tmp_path, exercise_id, cell,
-                                                                     part, hang):
+@pytest.mark.parametrize(("exercise_id", "hangs"), HANGS,
+                         ids=[" + ".join(h[2].split(" =")[0] for h in hangs) for _, hangs in HANGS])
+def test_an_infinite_loop_in_a_graded_function_costs_only_its_part(course_grader, tmp_path, exercise_id, hangs):
     exercise = course_grader.exercise(exercise_id)
-    # The hang costs its part at most 12 s; the other parts must finish inside the same 12 s on a loaded machine
-    # (ex01's 13 statistical masking checks ran past 8 s at load ~6: a flake, not a grade)
-    hurried = dataclasses.replace(exercise, time_limit_s=60, check_time_limit_s=5, part_time_limit_s=12)
+    # A hang costs its part 6 s. The parts left unhung here are quick (each ex03 grading took 15-17 s at load ~10, 12 s
+    # of it its two hangs); ex01's statistical masking part, which ran past 8 s at load ~6, is always hung here.
+    hurried = dataclasses.replace(exercise, time_limit_s=60, check_time_limit_s=3, part_time_limit_s=6)
     solution = ROOT / "solutions" / exercise.notebook
-    result = course_grader.grade(with_cell_appended(solution, tmp_path, {cell: HANG + hang + "\n"}), hurried)
+    result = course_grader.grade(with_cell_appended(solution, tmp_path, {cell: HANG + hang + "\n"
+                                                                          for cell, _, hang in hangs}), hurried)
     assert result.error is None
     full = {grade_id: p.max_score for grade_id, p in result.parts.items()}
     scores = {grade_id: p.score for grade_id, p in result.parts.items()}
-    assert scores[part] < full[part]
-    assert {k: v for k, v in scores.items() if k != part} == {k: v for k, v in full.items() if k != part}
-    hung = [c for c in result.checks if c.cell == part and not c.passed]
-    assert any("did not finish" in c.message or "its checks used up" in c.message for c in hung)
+    hung_parts = {part for _, part, _ in hangs}
+    for part in hung_parts:
+        assert scores[part] < full[part], part
+        hung = [c.message for c in result.checks if c.cell == part and not c.passed]
+        # a whole check's 3 s: the other part's hang did not spend this part's budget
+        assert "your code did not finish within 3 s" in hung, (part, hung)
+    assert {k: v for k, v in scores.items() if k not in hung_parts} == {
+        k: v for k, v in full.items() if k not in hung_parts}
+    assert len(full) > len(hung_parts) or exercise_id == "ex02-whole-word-masking"

@@ -1,14 +1,18 @@
 """Messages between the engine, the worker and the judge: a JSON header plus an optional binary blob.
 
 Values travel as `torch.save` bytes and are read with `torch.load(weights_only=True)`, so nothing a
-submission sends can make the judge run code while unpickling. `Remote` stands for an object that
-lives in the worker (a student's model, a generator); only its id crosses the pipe.
+submission sends can make the judge run code while unpickling. The judge's arguments to the worker,
+which only the worker reads, go as `marshal` bytes when they are plain data (`dump_args`): torch.save
+and its weights-only reader spend seconds on a list of a million numbers, marshal milliseconds.
+`Remote` stands for an object that lives in the worker (a student's model, a generator); only its id
+crosses the pipe.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import marshal
 import socket
 import struct
 import time
@@ -18,6 +22,7 @@ from typing import Any
 
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # a reply larger than this counts as a broken worker
 REMOTE_KEY = "__bertcourse_remote__"
+_MARSHALLED = b"bertcourse-marshal-1\0"  # what starts a dump_args blob of plain data
 _LENGTH = struct.Struct(">Q")
 
 
@@ -128,6 +133,24 @@ def load_values(blob: bytes) -> Any:
     return _unmark_remotes(torch.load(io.BytesIO(blob), weights_only=True))
 
 
+def dump_args(value: Any) -> bytes:
+    """The judge's arguments for the worker: plain data (numbers, strings, bytes, lists, tuples, dicts, sets and
+    Remote handles, nothing else, not even a subclass) as marshal bytes, anything else (tensors) as dump_values.
+    The worker trusts the judge; what comes back from the worker is read by load_values, which refuses these."""
+    marked = _mark_remotes(value)
+    try:
+        return _MARSHALLED + marshal.dumps(marked)
+    except ValueError:  # not plain data: marshal refuses it whole
+        return dump_values(value)
+
+
+def load_args(blob: bytes) -> Any:
+    """Inverse of dump_args, in the worker."""
+    if blob.startswith(_MARSHALLED):
+        return _unmark_remotes(marshal.loads(blob[len(_MARSHALLED):]))
+    return load_values(blob)
+
+
 def _check_archive(blob: bytes) -> None:
     """torch.save writes an uncompressed zip; refuse anything else (a compressed member could be a
     zip bomb that makes the judge run out of memory while loading)."""
@@ -140,9 +163,20 @@ def _check_archive(blob: bytes) -> None:
         raise ProtocolError("a torch.save archive with compressed or oversized members")
 
 
+_LEAVES = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def _only_leaves(items: list | tuple) -> bool:
+    """Whether a list or tuple holds nothing to mark or unmark (numbers, strings, None): checked in C, so a list
+    of a million numbers is not walked in Python."""
+    return set(map(type, items)) <= _LEAVES
+
+
 def _mark_remotes(value: Any) -> Any:
     if isinstance(value, Remote):
         return {REMOTE_KEY: value.id, "type": value.type_name}
+    if type(value) in (list, tuple) and _only_leaves(value):  # exactly: a subclass becomes a plain copy below
+        return value
     if isinstance(value, list):
         return [_mark_remotes(v) for v in value]
     if isinstance(value, tuple):
@@ -157,6 +191,8 @@ def _unmark_remotes(value: Any) -> Any:
         if REMOTE_KEY in value and len(value) == 2:
             return Remote(int(value[REMOTE_KEY]), str(value.get("type", "object")))
         return {k: _unmark_remotes(v) for k, v in value.items()}
+    if type(value) in (list, tuple) and _only_leaves(value):  # exactly: a subclass becomes a plain copy below
+        return value
     if isinstance(value, list):
         return [_unmark_remotes(v) for v in value]
     if isinstance(value, tuple):

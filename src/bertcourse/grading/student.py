@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bertcourse.grading.protocol import Channel, Remote, dump_values, load_values
+from bertcourse.grading.protocol import Channel, Remote, dump_args, load_values
 
 
 class StudentError(Exception):
@@ -127,7 +127,7 @@ class Student:
     def _request(self, request: dict[str, Any], payload: Any = None) -> Any:
         if self._lost:
             raise WorkerLost(self._lost)
-        self._conn.send({"op": "rpc", "request": request}, dump_values(payload) if payload is not None else b"")
+        self._conn.send({"op": "rpc", "request": request}, dump_args(payload) if payload is not None else b"")
         reply, blob = self._conn.recv()
         kind = reply.get("kind")
         if kind == "data":

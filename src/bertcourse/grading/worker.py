@@ -21,7 +21,7 @@ import torch
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from bertcourse.grading.protocol import Channel, Remote, dump_values, load_values
+from bertcourse.grading.protocol import Channel, Remote, dump_values, load_args
 
 OUTPUT_KEEP_CHARS = 2000  # what a cell record keeps of the cell's printed output
 
@@ -152,7 +152,7 @@ class Worker:
 
     def _handle(self, header: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
         op = header["op"]
-        args = self._resolve(load_values(blob)) if blob else {}
+        args = self._resolve(load_args(blob)) if blob else {}
         if op == "reset":
             self.handles.clear()
             _seed_everything(int(header.get("seed", 0)))
