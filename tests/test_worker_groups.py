@@ -7,9 +7,11 @@ import inspect
 from pathlib import Path
 
 from conftest import file_group
-from worker_groups import group_of, slow_first
+from worker_groups import SHARED_WORK, group_of, slow_first
 
 ROOT = Path(__file__).resolve().parents[1]
+# Session fixtures cheap enough to make once in each worker (a folder's path; files cached on disk)
+CHEAP_SESSION_FIXTURES = {"data_dir", "corpus", "quick_tokenizer"}
 
 
 def test_files_sharing_work_made_once_per_process_share_a_unit_and_other_files_are_their_own():
@@ -17,7 +19,9 @@ def test_files_sharing_work_made_once_per_process_share_a_unit_and_other_files_a
     assert group_of("tests/training/test_compare.py", "def test_x(quick_compare): ...") == "executed-lessons"
     assert group_of("tests/checks/test_checks_ex01.py", "from notebook_gradings import x") == "course-gradings"
     assert group_of("tests/checks/test_checks_ex02.py", "import check_proofs") == "course-gradings"
-    assert group_of("tests/grading/test_claims.py", "def test_x(tmp_path): ...") == "tests/grading/test_claims.py"
+    assert group_of("tests/grading/test_feedback.py", "def test_x(class_batch): ...") == "class-batch"
+    assert group_of("tests/grading/test_claims.py", "def test_x(postgres_url): ...") == "postgresql-server"
+    assert group_of("tests/grading/test_cleanup.py", "def test_x(tmp_path): ...") == "tests/grading/test_cleanup.py"
 
 
 def test_units_with_slow_tests_go_first_and_stay_together_in_their_order():
@@ -27,6 +31,19 @@ def test_units_with_slow_tests_go_first_and_stay_together_in_their_order():
     order = slow_first(groups, slow)
     assert [groups[i] for i in order] == ["executed-lessons"] * 2 + [b] * 2 + [a] * 2 + [c]
     assert order == [2, 5, 1, 6, 0, 3, 4]
+
+
+def test_every_file_that_reads_a_session_fixture_of_shared_work_is_in_that_fixtures_unit():
+    """Every session fixture of tests/ that other files share is named in SHARED_WORK (or made in one file)."""
+    import re
+
+    named = {name for names in SHARED_WORK.values() for name in names}
+    for conftest in sorted((ROOT / "tests").rglob("conftest.py")):
+        text = conftest.read_text()
+        for fixture in re.findall(r'@pytest\.fixture\(scope="session"\)\ndef (\w+)', text):
+            users = [p for p in (ROOT / "tests").rglob("test_*.py") if p != Path(__file__) and fixture in p.read_text()]
+            cheap = fixture in CHEAP_SESSION_FIXTURES
+            assert cheap or fixture in named or len(users) <= 1, f"{fixture} ({conftest}) is shared by {users}"
 
 
 def test_every_test_that_reads_an_executed_lesson_or_compares_runs_is_in_the_lessons_unit():

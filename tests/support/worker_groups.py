@@ -9,6 +9,8 @@ must hold every test that shares work made once per process, or that work is mad
 - `course-gradings`: the files that read the gradings of the course's own notebooks (tests/support/
   notebook_gradings.py, check_proofs.py: one grading per notebook and process, shared by the proof files and
   `validate`);
+- `class-batch` and `postgresql-server`: the files that read tests/grading/conftest.py's session fixtures (one
+  class graded by `autograde`; one PostgreSQL server);
 - every other test file is a unit of its own (its module fixtures are made once).
 
 A unit is known from the file alone (its path and text): the controller, which hands the units out, collects
@@ -18,17 +20,21 @@ they rewrite.) Units that hold slow tests go first, so that quick ones fill the 
 
 from __future__ import annotations
 
-LESSON_FIXTURES = ("quick_compare", "lesson_runs")
-GRADING_HELPERS = ("notebook_gradings", "check_proofs")
+# Each named unit: the names whose mention in a test file's text puts the file in it (the first that matches).
+SHARED_WORK = {
+    "executed-lessons": ("quick_compare", "lesson_runs"),
+    "course-gradings": ("notebook_gradings", "check_proofs"),
+    "class-batch": ("class_batch",),
+    "postgresql-server": ("postgres_url",),
+}
 
 
 def group_of(relative: str, text: str) -> str:
     """The unit of work of the tests of one file (`relative`: its path from the course root, as in a node id;
-    `text`: its source): the named group whose shared work it reads, or the file's own."""
-    if any(name in text for name in LESSON_FIXTURES):
-        return "executed-lessons"
-    if any(helper in text for helper in GRADING_HELPERS):
-        return "course-gradings"
+    `text`: its source): the named unit whose shared work it reads, or the file's own."""
+    for group, names in SHARED_WORK.items():
+        if any(name in text for name in names):
+            return group
     return relative
 
 
