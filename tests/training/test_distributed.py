@@ -107,32 +107,81 @@ def environment() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def pretrain_command(out: Path, data_dir: Path, processes: int, *extra: str,
-                     capsys=None) -> subprocess.CompletedProcess:
-    """`bertcourse pretrain` on cpu-quick: under torchrun when `processes` > 1, else in this process."""
+def pretrain_command(out: Path, data_dir: Path, *extra: str, capsys) -> subprocess.CompletedProcess:
+    """`bertcourse pretrain` on cpu-quick in this process (the two-process runs: `two_process_pretraining`)."""
     args = ["pretrain", "--profile", "cpu-quick", "--max-steps", str(STEPS), "--data-dir", str(data_dir),
             "--source", "local", "--out", str(out), "--no-progress", "--precision", "fp32", *extra]
-    if processes == 1:
-        return cli_in_this_process(args, capsys)
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone",
-                "-m", "bertcourse.cli"]
-    return subprocess.run([*launcher, *args], capture_output=True, text=True, timeout=300, env=environment())
+    return cli_in_this_process(args, capsys)
 
 
 def losses(out: Path) -> list[float]:
     return json.loads((out / "metrics.json").read_text())["history"]["loss"]
 
 
+TWO_PROCESS_PRETRAINING = """
+import sys
+import torch.distributed as dist
+from bertcourse.cli import main
+from bertcourse.training.pretrain import PretrainOptions, pretrain
+
+data_dir, out, steps = sys.argv[1], sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo")  # one group for the launch's runs: each joins it and leaves it open
+
+
+def say(line):  # rank 0's marks between the runs, to split what they printed
+    if dist.get_rank() == 0:
+        print(line, flush=True)
+
+
+for arch in ("gpt", "bert"):  # the command, as a user runs it under torchrun
+    say(f"=== {arch}")
+    code = main(["pretrain", "--profile", "cpu-quick", "--max-steps", steps, "--data-dir", data_dir, "--source",
+                 "local", "--out", f"{out}/{arch}-two", "--no-progress", "--precision", "fp32", "--arch", arch])
+    say(f"=== {arch} exit {code}")
+# The uninterrupted run and the killed one of the resume test, with dropout on (the profile has it off): resuming
+# must then also restore every process's random state
+for name, stop_after in (("straight", None), ("killed", 7)):
+    say(f"=== {name}")
+    try:
+        pretrain(PretrainOptions(profile="cpu-quick", out_dir=f"{out}/{name}", data_dir=data_dir, source="local",
+                                 max_steps=10, eval_every=5, checkpoint_every=4, progress=False,
+                                 stop_after=stop_after, model_overrides={"dropout": 0.1}))
+    except KeyboardInterrupt as stopped:  # both processes stop at the same step, as a killed run would
+        say(f"=== {name}: {stopped}")
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="module")
+def two_process_pretraining(tmp_path_factory, data_dir) -> tuple[Path, subprocess.CompletedProcess]:
+    """One `torchrun --nproc_per_node 2` launch for every two-process pretraining the tests read: the command on
+    the GPT and on BERT, then an uninterrupted run and one stopped after step 7 (one launch, not four: starting
+    two interpreters with torch costs more than these runs)."""
+    out = tmp_path_factory.mktemp("two-processes")
+    script = out / "runs.py"
+    script.write_text(TWO_PROCESS_PRETRAINING)
+    done = launch(2, str(script), str(data_dir), str(out), str(STEPS))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
+def printed_by(done: subprocess.CompletedProcess, run: str) -> str:
+    """What the launch printed between the marks of `run` and the next run."""
+    return done.stdout.split(f"=== {run}\n", 1)[1].split("\n=== ", 1)[0]
+
+
 @pytest.mark.slow
-def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data_dir, capsys):
+def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data_dir, capsys,
+                                                                   two_process_pretraining):
+    out, done = two_process_pretraining
     for arch in ("gpt", "bert"):
-        one, two = tmp_path / f"{arch}-one", tmp_path / f"{arch}-two"
-        single = pretrain_command(one, data_dir, 1, "--arch", arch, capsys=capsys)
+        one, two = tmp_path / f"{arch}-one", out / f"{arch}-two"
+        single = pretrain_command(one, data_dir, "--arch", arch, capsys=capsys)
         assert single.returncode == 0, single.stderr
-        done = pretrain_command(two, data_dir, 2, "--arch", arch)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.count("pretraining") == 1 and "split across 2 processes" in done.stdout  # rank 0 prints
-        assert done.stdout.count("wrote ") == 1
+        assert f"=== {arch} exit 0" in done.stdout
+        said = printed_by(done, arch)
+        assert said.count("pretraining") == 1 and "split across 2 processes" in said  # rank 0 prints
+        assert said.count("wrote ") == 1
         assert sorted(p.name for p in two.iterdir()) == [CHECKPOINT_NAME, "loss_curve.png", "metrics.json"]
         saved = load_checkpoint(two)
         assert saved["step"] == STEPS and saved["settings"]["world_size"] == 2 and len(saved["rng_by_rank"]) == 2
@@ -145,41 +194,36 @@ def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data
         cost = json.loads((two / "metrics.json").read_text())["tokens_seen"]
         assert cost == json.loads((one / "metrics.json").read_text())["tokens_seen"]  # both processes' tokens
 
-    refused = pretrain_command(tmp_path / "bert-two", data_dir, 1, "--arch", "bert", "--resume", capsys=capsys)
+    refused = pretrain_command(out / "bert-two", data_dir, "--arch", "bert", "--resume", capsys=capsys)
     assert refused.returncode == 2
     assert "written by a run on 2 process(es), this run has 1" in refused.stderr
     assert "torchrun --nproc_per_node 2" in refused.stderr
 
 
-KILLABLE_RUN = """
+RESUME_RUN = """
 import sys
 from bertcourse.training.pretrain import PretrainOptions, pretrain
 
-data_dir, out_dir, stop_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data_dir, out_dir = sys.argv[1], sys.argv[2]
 pretrain(PretrainOptions(profile="cpu-quick", out_dir=out_dir, data_dir=data_dir, source="local", max_steps=10,
-                         eval_every=5, checkpoint_every=4, progress=False, resume=stop_after < 0,
-                         stop_after=stop_after if stop_after > 0 else None, model_overrides={"dropout": 0.1}))
+                         eval_every=5, checkpoint_every=4, progress=False, resume=True,
+                         model_overrides={"dropout": 0.1}))
 """
 
 
 @pytest.mark.slow
-def test_a_killed_two_process_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path, data_dir):
-    script = tmp_path / "run.py"
-    script.write_text(KILLABLE_RUN)
-
-    def torchrun(out: Path, stop_after: int) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-                   str(script), str(data_dir), str(out), str(stop_after)]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment())
-
-    straight = torchrun(tmp_path / "straight", 0)
-    assert straight.returncode == 0, straight.stderr
-    killed = torchrun(tmp_path / "killed", 7)  # stops after step 7: the last checkpoint is from step 4
-    assert killed.returncode != 0 and "stopped after step 7" in killed.stderr
-    assert load_checkpoint(tmp_path / "killed")["step"] == 4
-    resumed = torchrun(tmp_path / "killed", -1)
+def test_a_killed_two_process_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path, data_dir,
+                                                                                  two_process_pretraining):
+    """The launch of `two_process_pretraining` stopped a run after step 7; a new launch resumes it (its own
+    process group, as `bertcourse pretrain --resume` under torchrun) and ends on the uninterrupted run's weights."""
+    out, done = two_process_pretraining
+    assert "=== killed: stopped after step 7" in done.stdout
+    assert load_checkpoint(out / "killed")["step"] == 4  # the last checkpoint before the stop
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_RUN)
+    resumed = launch(2, str(script), str(data_dir), str(out / "killed"))
     assert resumed.returncode == 0, resumed.stderr
-    uninterrupted, after_kill = load_checkpoint(tmp_path / "straight"), load_checkpoint(tmp_path / "killed")
+    uninterrupted, after_kill = load_checkpoint(out / "straight"), load_checkpoint(out / "killed")
     assert after_kill["step"] == 10 and after_kill["settings"]["model_config"]["dropout"] == 0.1
     for name, weight in uninterrupted["model"].items():
         assert torch.equal(weight, after_kill["model"][name]), name
@@ -233,15 +277,20 @@ def probabilities(out: Path) -> list[float]:
 
 
 @pytest.mark.slow
-def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path, pretrained, data_dir):
+def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path, pretrained, data_dir, monkeypatch):
     """Without the head's dropout nothing random depends on the split: the two processes' shares of each
     global batch, weighted by their rows, must give the single process's run up to float rounding (full
-    fine-tuning through DDP with the unused MLM head, and the probe on cached vectors)."""
+    fine-tuning through DDP with the unused MLM head, and the probe on cached vectors). The same script runs
+    under torchrun and, for the single process, in this one."""
+    from bertcourse.course import Profile
+
     script = tmp_path / "finetune.py"
     script.write_text(FINETUNE_RUN)
-    for processes in (1, 2):
-        done = launch(processes, str(script), str(pretrained), str(data_dir), str(tmp_path / str(processes)))
-        assert done.returncode == 0, done.stderr
+    done = launch(2, str(script), str(pretrained), str(data_dir), str(tmp_path / "2"))
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(Profile, "finetuning", Profile.finetuning)  # put back after the test: the script replaces it
+    monkeypatch.setattr(sys, "argv", [str(script), str(pretrained), str(data_dir), str(tmp_path / "1")])
+    exec(compile(FINETUNE_RUN, str(script), "exec"), {"__name__": "__main__"})
     for regime in ("full", "probe"):
         one, two = tmp_path / "1" / regime, tmp_path / "2" / regime
         a, b = finished_run(one), finished_run(two)
