@@ -232,22 +232,36 @@ def test_a_killed_two_process_run_resumes_to_the_weights_of_an_uninterrupted_one
 
 # ---- fine-tuning under torchrun
 
-FINETUNE_RUN = """
+FINETUNE_RUNS = """
+real = Profile.finetuning  # a smaller class (1,011 rows: the last batch of 19 splits 9 + 10), no head dropout
+Profile.finetuning = lambda self: dataclasses.replace(real(self), train_rows=1011, dropout=0.0)
+for regime in ("full", "probe"):
+    finetune(FinetuneOptions(profile="cpu-quick", regime=regime, pretrained=pretrained, out_dir=f"{out_dir}/{regime}",
+                             data_dir=data_dir, source="local", progress=False, precision="fp32"))
+Profile.finetuning = real
+"""
+FINETUNE_START = """
 import dataclasses, os, sys
-import torch.distributed as dist
 from bertcourse.course import Profile
 from bertcourse.training.finetune import FinetuneOptions, finetune
 
 pretrained, data_dir, out_dir = sys.argv[1:4]
-real = Profile.finetuning  # a smaller class (1,011 rows: the last batch of 19 splits 9 + 10), no head dropout
-Profile.finetuning = lambda self: dataclasses.replace(real(self), train_rows=1011, dropout=0.0)
-if "RANK" in os.environ:  # a process group of the caller's: finetune joins it and leaves it open
-    dist.init_process_group("gloo")
-for regime in ("full", "probe"):
-    finetune(FinetuneOptions(profile="cpu-quick", regime=regime, pretrained=pretrained, out_dir=f"{out_dir}/{regime}",
-                             data_dir=data_dir, source="local", progress=False, precision="fp32"))
-if dist.is_initialized():
-    dist.destroy_process_group()
+"""
+FINETUNE_RUN = FINETUNE_START + FINETUNE_RUNS  # one process: in the test's own
+# Under torchrun, in one group: the same runs, then the command itself twice (the second finds the finished folder)
+TWO_PROCESS_FINETUNING = FINETUNE_START + """
+import torch.distributed as dist
+from bertcourse.cli import main
+
+dist.init_process_group("gloo")  # one group for the launch's runs: each joins it and leaves it open
+""" + FINETUNE_RUNS + """
+for attempt in ("first", "again"):
+    if os.environ["RANK"] == "0":  # rank 0's marks between the calls, to split what they printed
+        print(f"=== {attempt}", flush=True)
+    code = main(sys.argv[4:])
+    if os.environ["RANK"] == "0":
+        print(f"=== {attempt} exit {code}", flush=True)
+dist.destroy_process_group()
 """
 
 
@@ -276,23 +290,46 @@ def probabilities(out: Path) -> list[float]:
     return [float(line.split("\t")[3]) for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
 
 
+def finetune_args(out: Path, pretrained: Path, data_dir: Path) -> list[str]:
+    """`bertcourse finetune` of a probe on cpu-quick (the profile's class of 2,000 rows, head dropout 0.1)."""
+    return ["finetune", "--profile", "cpu-quick", "--regime", "probe", "--pretrained", str(pretrained), "--data-dir",
+            str(data_dir), "--source", "local", "--out", str(out), "--precision", "fp32", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def two_process_finetuning(tmp_path_factory, pretrained, data_dir) -> tuple[Path, subprocess.CompletedProcess]:
+    """One `torchrun --nproc_per_node 2` launch for every two-process fine-tuning the tests read: both regimes
+    without dropout on a class of 1,011 rows (out/equal), then `bertcourse finetune` twice on the same folder
+    (out/command): a run, then its reuse."""
+    out = tmp_path_factory.mktemp("two-process-finetuning")
+    script = out / "finetune.py"
+    script.write_text(TWO_PROCESS_FINETUNING)
+    done = launch(2, str(script), str(pretrained), str(data_dir), str(out / "equal"),
+                  *finetune_args(out / "command", pretrained, data_dir))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
 @pytest.mark.slow
-def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path, pretrained, data_dir, monkeypatch):
+def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path, pretrained, data_dir, monkeypatch,
+                                                                        two_process_finetuning):
     """Without the head's dropout nothing random depends on the split: the two processes' shares of each
     global batch, weighted by their rows, must give the single process's run up to float rounding (full
-    fine-tuning through DDP with the unused MLM head, and the probe on cached vectors). The same script runs
-    under torchrun and, for the single process, in this one."""
+    fine-tuning through DDP with the unused MLM head, and the probe on cached vectors). The same runs are made
+    under torchrun (`two_process_finetuning`) and, for the single process, in this one."""
     from bertcourse.course import Profile
 
-    script = tmp_path / "finetune.py"
-    script.write_text(FINETUNE_RUN)
-    done = launch(2, str(script), str(pretrained), str(data_dir), str(tmp_path / "2"))
-    assert done.returncode == 0, done.stderr
-    monkeypatch.setattr(Profile, "finetuning", Profile.finetuning)  # put back after the test: the script replaces it
-    monkeypatch.setattr(sys, "argv", [str(script), str(pretrained), str(data_dir), str(tmp_path / "1")])
-    exec(compile(FINETUNE_RUN, str(script), "exec"), {"__name__": "__main__"})
+    out, _ = two_process_finetuning
+    monkeypatch.setattr(Profile, "finetuning", Profile.finetuning)  # put back after the test, whatever happens
+    monkeypatch.setattr(sys, "argv", ["finetune.py", str(pretrained), str(data_dir), str(tmp_path / "1")])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each of the two processes (OMP_NUM_THREADS=1)
+    try:
+        exec(compile(FINETUNE_RUN, "finetune.py", "exec"), {"__name__": "__main__"})
+    finally:
+        torch.set_num_threads(threads)
     for regime in ("full", "probe"):
-        one, two = tmp_path / "1" / regime, tmp_path / "2" / regime
+        one, two = tmp_path / "1" / regime, out / "equal" / regime
         a, b = finished_run(one), finished_run(two)
         assert b["settings"]["world_size"] == 2 and "world_size" not in a["settings"]
         assert a["train_rows"] == b["train_rows"] == 1011
@@ -304,24 +341,20 @@ def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path
         assert sorted(p.name for p in two.iterdir()) == ["metrics.json", "model.pt", "predictions.tsv"]
 
 
-def finetune_cli(out: Path, pretrained: Path, data_dir: Path, processes: int,
-                 capsys=None) -> subprocess.CompletedProcess:
-    """`bertcourse finetune` of a probe on cpu-quick (the profile's class of 2,000 rows, head dropout 0.1): under
-    torchrun when `processes` > 1, else in this process."""
-    args = ["finetune", "--profile", "cpu-quick", "--regime", "probe", "--pretrained", str(pretrained), "--data-dir",
-            str(data_dir), "--source", "local", "--out", str(out), "--precision", "fp32", "--no-progress"]
-    return cli_in_this_process(args, capsys) if processes == 1 else launch(processes, "-m", "bertcourse.cli", *args)
-
-
 @pytest.mark.slow
 def test_bertcourse_finetune_under_torchrun_writes_one_run_close_to_the_single_process(tmp_path, pretrained,
-                                                                                         data_dir, capsys):
-    one, two = tmp_path / "one", tmp_path / "two"
-    single = finetune_cli(one, pretrained, data_dir, 1, capsys=capsys)
+                                                                                         data_dir, capsys,
+                                                                                         two_process_finetuning):
+    from bertcourse.course import Profile
+
+    assert Profile.finetuning.__name__ == "finetuning"  # the profile as course.yml has it, not a test's stand-in
+    out, launched = two_process_finetuning
+    one, two = tmp_path / "one", out / "command"
+    single = cli_in_this_process(finetune_args(one, pretrained, data_dir), capsys)
     assert single.returncode == 0, single.stderr
-    done = finetune_cli(two, pretrained, data_dir, 2)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.count("SST-2 validation accuracy") == 1 and done.stdout.count("wrote ") == 1  # rank 0
+    assert "=== first exit 0" in launched.stdout and "=== again exit 0" in launched.stdout
+    # rank 0 alone prints: once for each of the two calls
+    assert launched.stdout.count("SST-2 validation accuracy") == 2 and launched.stdout.count("wrote ") == 2
     assert sorted(p.name for p in two.iterdir()) == ["metrics.json", "model.pt", "predictions.tsv"]
     a, b = finished_run(one), finished_run(two)
     assert b["settings"]["world_size"] == 2
@@ -331,8 +364,8 @@ def test_bertcourse_finetune_under_torchrun_writes_one_run_close_to_the_single_p
     assert max(abs(x - y) for x, y in zip(curve_a, curve_b)) < FINETUNE_LOSS_TOLERANCE, (curve_a, curve_b)
     assert abs(a["accuracy"] - b["accuracy"]) < FINETUNE_ACCURACY_TOLERANCE, (a["accuracy"], b["accuracy"])
     assert b["accuracy"] > 0.52  # above the majority class (50.9%): measured 54.1% (one process: 53.8%)
-    again = finetune_cli(two, pretrained, data_dir, 2)  # a finished folder is reused by every process
-    assert again.returncode == 0 and "reused" in again.stdout and again.stdout.count("SST-2") == 1
+    again = launched.stdout.split("=== again\n", 1)[1]
+    assert "reused" in again and launched.stdout.count("reused") == 1  # the finished folder, by every process
 
 
 @pytest.mark.slow
