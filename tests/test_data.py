@@ -1,8 +1,6 @@
 """The data layer on the real data, on local TSV/Parquet/JSON Lines copies, and on broken files."""
 
 import json
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pandas as pd
@@ -129,14 +127,16 @@ def test_hub_rows_go_through_the_same_validation(monkeypatch):
     assert loaded.column_names == ["sentence", "label"]
 
 
-def test_data_command_reports_statistics_and_fails_cleanly_on_bad_input(data_dir, tmp_path, corpus):
-    run = [sys.executable, "-m", "bertcourse.cli", "data", "--profile", "cpu-quick"]
-    ok = subprocess.run(run + ["--data-dir", str(data_dir)], capture_output=True, text=True, timeout=600)
+def test_data_command_reports_statistics_and_fails_cleanly_on_bad_input(data_dir, tmp_path, corpus, capsys):
+    from cli_support import cli_in_this_process
+
+    run = ["data", "--profile", "cpu-quick"]
+    ok = cli_in_this_process(run + ["--data-dir", str(data_dir)], capsys)
     assert ok.returncode == 0, ok.stderr
     assert "67,349 rows" in ok.stdout and "positive 444" in ok.stdout
     assert "tokens per sentence" in ok.stdout
     _tsv(tmp_path, "sentence\tlabel\nfine\t7\n")
-    bad = subprocess.run(run + ["--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    bad = cli_in_this_process(run + ["--data-dir", str(tmp_path)], capsys)
     assert bad.returncode == 2
     assert "train.tsv:2: label '7' is not 0 or 1" in bad.stderr
     assert "Traceback" not in bad.stderr

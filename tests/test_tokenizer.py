@@ -1,5 +1,6 @@
 """The course WordPiece tokenizer: BERT conventions, word_ids(), pairs, determinism and the cache."""
 
+import json
 import os
 import subprocess
 import sys
@@ -54,25 +55,27 @@ def test_vocabulary_learning_breaks_ties_deterministically():
 
 
 VOCAB_SCRIPT = """
-import sys
-from bertcourse.data import load_corpus
+import json, sys
 from bertcourse.tokenizer import train_tokenizer
-corpus = load_corpus(data_dir=sys.argv[1])
-tok = train_tokenizer(corpus.train[:2000], 600, progress=False)
+sentences = json.loads(open(sys.argv[1], encoding="utf-8").read())
+tok = train_tokenizer(sentences, 600, progress=False)
 print(sorted(tok.get_vocab().items(), key=lambda kv: kv[1]))
 """
 
 
-def test_same_corpus_gives_the_same_vocabulary_across_processes(data_dir):
-    """Python randomises string hashing per process; the vocabulary must not depend on it."""
+def test_same_corpus_gives_the_same_vocabulary_across_processes(corpus, tmp_path):
+    """Python randomises string hashing per process; the vocabulary must not depend on it. Both processes
+    learn from the same 2,000 real sentences, handed over in a file (loading the corpus in each is no part of it)."""
+    sentences = tmp_path / "sentences.json"
+    sentences.write_text(json.dumps(corpus.train[:2000]), encoding="utf-8")
     outputs = []
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        result = subprocess.run([sys.executable, "-c", VOCAB_SCRIPT, str(data_dir)], env=env,
+        result = subprocess.run([sys.executable, "-c", VOCAB_SCRIPT, str(sentences)], env=env,
                                 capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr
         outputs.append(result.stdout)
-    assert outputs[0] == outputs[1]
+    assert outputs[0] == outputs[1] and "'[UNK]', 1)" in outputs[0]
 
 
 def test_tokenizer_is_cached_and_reloaded(corpus, quick_tokenizer, monkeypatch):
@@ -108,13 +111,28 @@ def whole_text_counts(sentences):
     return counts
 
 
-def test_word_counts_are_those_of_the_whole_text_on_the_real_corpus_and_odd_characters(corpus):
+def real_sentences_with_every_character(sentences: list[str]) -> list[str]:
+    """Every sentence holding a character outside ASCII or one no earlier sentence held, and every 20th of the
+    rest: each character of the corpus, in the sentences it came in, at a tenth of the corpus's cost."""
+    seen: set[str] = set()
+    kept = []
+    for i, sentence in enumerate(sentences):
+        new = set(sentence) - seen
+        if new or not sentence.isascii() or i % 20 == 0:
+            seen |= new
+            kept.append(sentence)
+    return kept
+
+
+def test_word_counts_are_those_of_the_whole_text_on_real_sentences_with_every_character_and_odd_characters(corpus):
     from bertcourse.tokenizer import count_words
 
     odd = ["tab\there and\nnewline", "Ünïcödé Straße ÉCOLE e\u0301 \u0301a", "x\x0by\x0cz\x1cw\x85v \x00q\ufffdr",
            "[UNK]'s [UNK][UNK] foo[UNK]bar", "  double  space ", "中文字符 mixed中文", "ΟΔΟΣ", "a\u00a0b\u2028c\u3000d",
            "don't-stop...now!"]
-    sentences = corpus.train + corpus.heldout + odd
+    real = real_sentences_with_every_character(corpus.train + corpus.heldout)
+    assert set("".join(real)) == set("".join(corpus.train + corpus.heldout)) and len(real) > 3000
+    sentences = real + odd
     assert count_words(sentences) == whole_text_counts(sentences)
     # control characters are dropped, not split at (why pieces are cut at " " only, not at str.split()'s whitespace)
     assert count_words(odd)["中"] == 2 and count_words(odd)["xyzwv"] == 1

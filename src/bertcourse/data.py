@@ -277,8 +277,22 @@ def _clean_wikitext_line(line: str) -> str:
 
 
 def _enough_words(sentence: str, min_words: int) -> bool:
-    words = sentence.replace(UNKNOWN_WORD, "").split()
-    return sum(any(ch.isalpha() for ch in word) for word in words) >= min_words
+    """At least `min_words` words holding a letter; stops counting once there are enough (loading the corpus
+    asks this of every line)."""
+    found = 0
+    for word in sentence.replace(UNKNOWN_WORD, "").split():
+        if _has_letter(word):
+            found += 1
+            if found >= min_words:
+                return True
+    return found >= min_words
+
+
+def _has_letter(word: str) -> bool:
+    # an ASCII word holds a letter exactly when casing changes it (ASCII letters are its only cased characters)
+    if word.isascii():
+        return word.lower() != word.upper()
+    return any(ch.isalpha() for ch in word)
 
 
 def _wikitext_lines(resolved: Source, course: Course) -> list[str]:

@@ -2,21 +2,53 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 from batch_support import make_course, with_cells
 
 from bertcourse import cli
+from bertcourse.authoring import validation
 from bertcourse.authoring.release import release
 from bertcourse.authoring.validation import validate_course
 from bertcourse.course import load_course
+from bertcourse.grading.engine import Grader
 
 pytestmark = pytest.mark.slow
 
 
 def _rows(rows):
     return {(row.item, row.claim): row for row in rows}
+
+
+class GradedOnce:
+    """Stands in for `validate_course`'s Grader: one Grader of the test's course, each notebook graded once and
+    read back when the command validates the same bytes again (grading is deterministic, see
+    tests/support/notebook_gradings.py)."""
+
+    def __init__(self, grader: Grader):
+        self.grader, self.results = grader, {}
+
+    def __call__(self, course) -> GradedOnce:
+        assert course.root == self.grader.course.root
+        return self
+
+    def __enter__(self) -> GradedOnce:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass  # the test closes the Grader
+
+    def checks(self, exercise):
+        return self.grader.checks(exercise)
+
+    def grade(self, notebook, exercise):
+        key = (hashlib.sha256(Path(notebook).read_bytes()).hexdigest(), repr(self.grader.exercise(exercise)))
+        if key not in self.results:
+            self.results[key] = self.grader.grade(notebook, exercise)
+        return self.results[key]
 
 
 def test_valid_course_passes_and_the_command_exits_0(tmp_path, monkeypatch, capsys):
@@ -49,24 +81,31 @@ def test_each_fault_fails_its_row(tmp_path, monkeypatch, capsys):
     lesson = root / "lessons" / "hello.ipynb"
     lesson.write_text(lesson.read_text().replace("assert profile == 'cpu-quick', profile", "1 / 0"))
     course = load_course(root)
+    grader = Grader(course)
+    graded = GradedOnce(grader)
+    monkeypatch.setattr(validation, "Grader", graded)  # the command below reads back these gradings
+    try:
+        validated = validate_course(course)
+        rows = _rows(validated)
+        assert not rows[("fx01-add", "points add up")].ok
+        assert "course.yml says 4" in rows[("fx01-add", "points add up")].detail
+        assert not rows[("fx01-add", "solution scores full marks")].ok
+        assert "test_add_small_integers" in rows[("fx01-add", "solution scores full marks")].detail
+        assert not rows[("fx01-add", "release scores zero")].ok
+        assert "test_answer_q1" in rows[("fx01-add", "release scores zero")].detail
+        assert not rows[("fx01-add", "release up to date")].ok
+        assert not rows[("hello", "lesson executes")].ok
+        assert "ZeroDivisionError" in rows[("hello", "lesson executes")].detail
 
-    rows = _rows(validate_course(course))
-    assert not rows[("fx01-add", "points add up")].ok
-    assert "course.yml says 4" in rows[("fx01-add", "points add up")].detail
-    assert not rows[("fx01-add", "solution scores full marks")].ok
-    assert "test_add_small_integers" in rows[("fx01-add", "solution scores full marks")].detail
-    assert not rows[("fx01-add", "release scores zero")].ok
-    assert "test_answer_q1" in rows[("fx01-add", "release scores zero")].detail
-    assert not rows[("fx01-add", "release up to date")].ok
-    assert not rows[("hello", "lesson executes")].ok
-    assert "ZeroDivisionError" in rows[("hello", "lesson executes")].detail
-
-    monkeypatch.setenv("BERTCOURSE_ROOT", str(root))
-    assert cli.main(["validate", "--skip-lessons", "--only", "fx01-add"]) == 1
-    out = capsys.readouterr().out
-    assert "FAIL  fx01-add" in out and "hello" not in out
-    assert cli.main(["validate", "--only", "nope"]) == 2
-    assert "unknown exercise or lesson 'nope'" in capsys.readouterr().err
+        monkeypatch.setenv("BERTCOURSE_ROOT", str(root))
+        assert cli.main(["validate", "--skip-lessons", "--only", "fx01-add"]) == 1
+        out = capsys.readouterr().out
+        assert "FAIL  fx01-add" in out and "hello" not in out
+        assert cli.main(["validate", "--only", "nope"]) == 2
+        assert "unknown exercise or lesson 'nope'" in capsys.readouterr().err
+    finally:
+        grader.close()
+    assert len(graded.results) == 2  # the solution and the release, each graded once
 
 
 def test_the_course_exercises_are_valid(monkeypatch):

@@ -107,32 +107,81 @@ def environment() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def pretrain_command(out: Path, data_dir: Path, processes: int, *extra: str,
-                     capsys=None) -> subprocess.CompletedProcess:
-    """`bertcourse pretrain` on cpu-quick: under torchrun when `processes` > 1, else in this process."""
+def pretrain_command(out: Path, data_dir: Path, *extra: str, capsys) -> subprocess.CompletedProcess:
+    """`bertcourse pretrain` on cpu-quick in this process (the two-process runs: `two_process_pretraining`)."""
     args = ["pretrain", "--profile", "cpu-quick", "--max-steps", str(STEPS), "--data-dir", str(data_dir),
             "--source", "local", "--out", str(out), "--no-progress", "--precision", "fp32", *extra]
-    if processes == 1:
-        return cli_in_this_process(args, capsys)
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone",
-                "-m", "bertcourse.cli"]
-    return subprocess.run([*launcher, *args], capture_output=True, text=True, timeout=300, env=environment())
+    return cli_in_this_process(args, capsys)
 
 
 def losses(out: Path) -> list[float]:
     return json.loads((out / "metrics.json").read_text())["history"]["loss"]
 
 
+TWO_PROCESS_PRETRAINING = """
+import sys
+import torch.distributed as dist
+from bertcourse.cli import main
+from bertcourse.training.pretrain import PretrainOptions, pretrain
+
+data_dir, out, steps = sys.argv[1], sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo")  # one group for the launch's runs: each joins it and leaves it open
+
+
+def say(line):  # rank 0's marks between the runs, to split what they printed
+    if dist.get_rank() == 0:
+        print(line, flush=True)
+
+
+for arch in ("gpt", "bert"):  # the command, as a user runs it under torchrun
+    say(f"=== {arch}")
+    code = main(["pretrain", "--profile", "cpu-quick", "--max-steps", steps, "--data-dir", data_dir, "--source",
+                 "local", "--out", f"{out}/{arch}-two", "--no-progress", "--precision", "fp32", "--arch", arch])
+    say(f"=== {arch} exit {code}")
+# The uninterrupted run and the killed one of the resume test, with dropout on (the profile has it off): resuming
+# must then also restore every process's random state
+for name, stop_after in (("straight", None), ("killed", 7)):
+    say(f"=== {name}")
+    try:
+        pretrain(PretrainOptions(profile="cpu-quick", out_dir=f"{out}/{name}", data_dir=data_dir, source="local",
+                                 max_steps=10, eval_every=5, checkpoint_every=4, progress=False,
+                                 stop_after=stop_after, model_overrides={"dropout": 0.1}))
+    except KeyboardInterrupt as stopped:  # both processes stop at the same step, as a killed run would
+        say(f"=== {name}: {stopped}")
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="module")
+def two_process_pretraining(tmp_path_factory, data_dir) -> tuple[Path, subprocess.CompletedProcess]:
+    """One `torchrun --nproc_per_node 2` launch for every two-process pretraining the tests read: the command on
+    the GPT and on BERT, then an uninterrupted run and one stopped after step 7 (one launch, not four: starting
+    two interpreters with torch costs more than these runs)."""
+    out = tmp_path_factory.mktemp("two-processes")
+    script = out / "runs.py"
+    script.write_text(TWO_PROCESS_PRETRAINING)
+    done = launch(2, str(script), str(data_dir), str(out), str(STEPS))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
+def printed_by(done: subprocess.CompletedProcess, run: str) -> str:
+    """What the launch printed between the marks of `run` and the next run."""
+    return done.stdout.split(f"=== {run}\n", 1)[1].split("\n=== ", 1)[0]
+
+
 @pytest.mark.slow
-def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data_dir, capsys):
+def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data_dir, capsys,
+                                                                   two_process_pretraining):
+    out, done = two_process_pretraining
     for arch in ("gpt", "bert"):
-        one, two = tmp_path / f"{arch}-one", tmp_path / f"{arch}-two"
-        single = pretrain_command(one, data_dir, 1, "--arch", arch, capsys=capsys)
+        one, two = tmp_path / f"{arch}-one", out / f"{arch}-two"
+        single = pretrain_command(one, data_dir, "--arch", arch, capsys=capsys)
         assert single.returncode == 0, single.stderr
-        done = pretrain_command(two, data_dir, 2, "--arch", arch)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.count("pretraining") == 1 and "split across 2 processes" in done.stdout  # rank 0 prints
-        assert done.stdout.count("wrote ") == 1
+        assert f"=== {arch} exit 0" in done.stdout
+        said = printed_by(done, arch)
+        assert said.count("pretraining") == 1 and "split across 2 processes" in said  # rank 0 prints
+        assert said.count("wrote ") == 1
         assert sorted(p.name for p in two.iterdir()) == [CHECKPOINT_NAME, "loss_curve.png", "metrics.json"]
         saved = load_checkpoint(two)
         assert saved["step"] == STEPS and saved["settings"]["world_size"] == 2 and len(saved["rng_by_rank"]) == 2
@@ -145,41 +194,36 @@ def test_torchrun_on_two_processes_follows_the_single_process_run(tmp_path, data
         cost = json.loads((two / "metrics.json").read_text())["tokens_seen"]
         assert cost == json.loads((one / "metrics.json").read_text())["tokens_seen"]  # both processes' tokens
 
-    refused = pretrain_command(tmp_path / "bert-two", data_dir, 1, "--arch", "bert", "--resume", capsys=capsys)
+    refused = pretrain_command(out / "bert-two", data_dir, "--arch", "bert", "--resume", capsys=capsys)
     assert refused.returncode == 2
     assert "written by a run on 2 process(es), this run has 1" in refused.stderr
     assert "torchrun --nproc_per_node 2" in refused.stderr
 
 
-KILLABLE_RUN = """
+RESUME_RUN = """
 import sys
 from bertcourse.training.pretrain import PretrainOptions, pretrain
 
-data_dir, out_dir, stop_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data_dir, out_dir = sys.argv[1], sys.argv[2]
 pretrain(PretrainOptions(profile="cpu-quick", out_dir=out_dir, data_dir=data_dir, source="local", max_steps=10,
-                         eval_every=5, checkpoint_every=4, progress=False, resume=stop_after < 0,
-                         stop_after=stop_after if stop_after > 0 else None, model_overrides={"dropout": 0.1}))
+                         eval_every=5, checkpoint_every=4, progress=False, resume=True,
+                         model_overrides={"dropout": 0.1}))
 """
 
 
 @pytest.mark.slow
-def test_a_killed_two_process_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path, data_dir):
-    script = tmp_path / "run.py"
-    script.write_text(KILLABLE_RUN)
-
-    def torchrun(out: Path, stop_after: int) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-                   str(script), str(data_dir), str(out), str(stop_after)]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment())
-
-    straight = torchrun(tmp_path / "straight", 0)
-    assert straight.returncode == 0, straight.stderr
-    killed = torchrun(tmp_path / "killed", 7)  # stops after step 7: the last checkpoint is from step 4
-    assert killed.returncode != 0 and "stopped after step 7" in killed.stderr
-    assert load_checkpoint(tmp_path / "killed")["step"] == 4
-    resumed = torchrun(tmp_path / "killed", -1)
+def test_a_killed_two_process_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path, data_dir,
+                                                                                  two_process_pretraining):
+    """The launch of `two_process_pretraining` stopped a run after step 7; a new launch resumes it (its own
+    process group, as `bertcourse pretrain --resume` under torchrun) and ends on the uninterrupted run's weights."""
+    out, done = two_process_pretraining
+    assert "=== killed: stopped after step 7" in done.stdout
+    assert load_checkpoint(out / "killed")["step"] == 4  # the last checkpoint before the stop
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_RUN)
+    resumed = launch(2, str(script), str(data_dir), str(out / "killed"))
     assert resumed.returncode == 0, resumed.stderr
-    uninterrupted, after_kill = load_checkpoint(tmp_path / "straight"), load_checkpoint(tmp_path / "killed")
+    uninterrupted, after_kill = load_checkpoint(out / "straight"), load_checkpoint(out / "killed")
     assert after_kill["step"] == 10 and after_kill["settings"]["model_config"]["dropout"] == 0.1
     for name, weight in uninterrupted["model"].items():
         assert torch.equal(weight, after_kill["model"][name]), name
@@ -188,22 +232,36 @@ def test_a_killed_two_process_run_resumes_to_the_weights_of_an_uninterrupted_one
 
 # ---- fine-tuning under torchrun
 
-FINETUNE_RUN = """
+FINETUNE_RUNS = """
+real = Profile.finetuning  # a smaller class (1,011 rows: the last batch of 19 splits 9 + 10), no head dropout
+Profile.finetuning = lambda self: dataclasses.replace(real(self), train_rows=1011, dropout=0.0)
+for regime in ("full", "probe"):
+    finetune(FinetuneOptions(profile="cpu-quick", regime=regime, pretrained=pretrained, out_dir=f"{out_dir}/{regime}",
+                             data_dir=data_dir, source="local", progress=False, precision="fp32"))
+Profile.finetuning = real
+"""
+FINETUNE_START = """
 import dataclasses, os, sys
-import torch.distributed as dist
 from bertcourse.course import Profile
 from bertcourse.training.finetune import FinetuneOptions, finetune
 
 pretrained, data_dir, out_dir = sys.argv[1:4]
-real = Profile.finetuning  # a smaller class (1,011 rows: the last batch of 19 splits 9 + 10), no head dropout
-Profile.finetuning = lambda self: dataclasses.replace(real(self), train_rows=1011, dropout=0.0)
-if "RANK" in os.environ:  # a process group of the caller's: finetune joins it and leaves it open
-    dist.init_process_group("gloo")
-for regime in ("full", "probe"):
-    finetune(FinetuneOptions(profile="cpu-quick", regime=regime, pretrained=pretrained, out_dir=f"{out_dir}/{regime}",
-                             data_dir=data_dir, source="local", progress=False, precision="fp32"))
-if dist.is_initialized():
-    dist.destroy_process_group()
+"""
+FINETUNE_RUN = FINETUNE_START + FINETUNE_RUNS  # one process: in the test's own
+# Under torchrun, in one group: the same runs, then the command itself twice (the second finds the finished folder)
+TWO_PROCESS_FINETUNING = FINETUNE_START + """
+import torch.distributed as dist
+from bertcourse.cli import main
+
+dist.init_process_group("gloo")  # one group for the launch's runs: each joins it and leaves it open
+""" + FINETUNE_RUNS + """
+for attempt in ("first", "again"):
+    if os.environ["RANK"] == "0":  # rank 0's marks between the calls, to split what they printed
+        print(f"=== {attempt}", flush=True)
+    code = main(sys.argv[4:])
+    if os.environ["RANK"] == "0":
+        print(f"=== {attempt} exit {code}", flush=True)
+dist.destroy_process_group()
 """
 
 
@@ -232,18 +290,46 @@ def probabilities(out: Path) -> list[float]:
     return [float(line.split("\t")[3]) for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
 
 
+def finetune_args(out: Path, pretrained: Path, data_dir: Path) -> list[str]:
+    """`bertcourse finetune` of a probe on cpu-quick (the profile's class of 2,000 rows, head dropout 0.1)."""
+    return ["finetune", "--profile", "cpu-quick", "--regime", "probe", "--pretrained", str(pretrained), "--data-dir",
+            str(data_dir), "--source", "local", "--out", str(out), "--precision", "fp32", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def two_process_finetuning(tmp_path_factory, pretrained, data_dir) -> tuple[Path, subprocess.CompletedProcess]:
+    """One `torchrun --nproc_per_node 2` launch for every two-process fine-tuning the tests read: both regimes
+    without dropout on a class of 1,011 rows (out/equal), then `bertcourse finetune` twice on the same folder
+    (out/command): a run, then its reuse."""
+    out = tmp_path_factory.mktemp("two-process-finetuning")
+    script = out / "finetune.py"
+    script.write_text(TWO_PROCESS_FINETUNING)
+    done = launch(2, str(script), str(pretrained), str(data_dir), str(out / "equal"),
+                  *finetune_args(out / "command", pretrained, data_dir))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
 @pytest.mark.slow
-def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path, pretrained, data_dir):
+def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path, pretrained, data_dir, monkeypatch,
+                                                                        two_process_finetuning):
     """Without the head's dropout nothing random depends on the split: the two processes' shares of each
     global batch, weighted by their rows, must give the single process's run up to float rounding (full
-    fine-tuning through DDP with the unused MLM head, and the probe on cached vectors)."""
-    script = tmp_path / "finetune.py"
-    script.write_text(FINETUNE_RUN)
-    for processes in (1, 2):
-        done = launch(processes, str(script), str(pretrained), str(data_dir), str(tmp_path / str(processes)))
-        assert done.returncode == 0, done.stderr
+    fine-tuning through DDP with the unused MLM head, and the probe on cached vectors). The same runs are made
+    under torchrun (`two_process_finetuning`) and, for the single process, in this one."""
+    from bertcourse.course import Profile
+
+    out, _ = two_process_finetuning
+    monkeypatch.setattr(Profile, "finetuning", Profile.finetuning)  # put back after the test, whatever happens
+    monkeypatch.setattr(sys, "argv", ["finetune.py", str(pretrained), str(data_dir), str(tmp_path / "1")])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each of the two processes (OMP_NUM_THREADS=1)
+    try:
+        exec(compile(FINETUNE_RUN, "finetune.py", "exec"), {"__name__": "__main__"})
+    finally:
+        torch.set_num_threads(threads)
     for regime in ("full", "probe"):
-        one, two = tmp_path / "1" / regime, tmp_path / "2" / regime
+        one, two = tmp_path / "1" / regime, out / "equal" / regime
         a, b = finished_run(one), finished_run(two)
         assert b["settings"]["world_size"] == 2 and "world_size" not in a["settings"]
         assert a["train_rows"] == b["train_rows"] == 1011
@@ -255,24 +341,20 @@ def test_finetuning_on_two_processes_without_dropout_equals_one_process(tmp_path
         assert sorted(p.name for p in two.iterdir()) == ["metrics.json", "model.pt", "predictions.tsv"]
 
 
-def finetune_cli(out: Path, pretrained: Path, data_dir: Path, processes: int,
-                 capsys=None) -> subprocess.CompletedProcess:
-    """`bertcourse finetune` of a probe on cpu-quick (the profile's class of 2,000 rows, head dropout 0.1): under
-    torchrun when `processes` > 1, else in this process."""
-    args = ["finetune", "--profile", "cpu-quick", "--regime", "probe", "--pretrained", str(pretrained), "--data-dir",
-            str(data_dir), "--source", "local", "--out", str(out), "--precision", "fp32", "--no-progress"]
-    return cli_in_this_process(args, capsys) if processes == 1 else launch(processes, "-m", "bertcourse.cli", *args)
-
-
 @pytest.mark.slow
 def test_bertcourse_finetune_under_torchrun_writes_one_run_close_to_the_single_process(tmp_path, pretrained,
-                                                                                         data_dir, capsys):
-    one, two = tmp_path / "one", tmp_path / "two"
-    single = finetune_cli(one, pretrained, data_dir, 1, capsys=capsys)
+                                                                                         data_dir, capsys,
+                                                                                         two_process_finetuning):
+    from bertcourse.course import Profile
+
+    assert Profile.finetuning.__name__ == "finetuning"  # the profile as course.yml has it, not a test's stand-in
+    out, launched = two_process_finetuning
+    one, two = tmp_path / "one", out / "command"
+    single = cli_in_this_process(finetune_args(one, pretrained, data_dir), capsys)
     assert single.returncode == 0, single.stderr
-    done = finetune_cli(two, pretrained, data_dir, 2)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.count("SST-2 validation accuracy") == 1 and done.stdout.count("wrote ") == 1  # rank 0
+    assert "=== first exit 0" in launched.stdout and "=== again exit 0" in launched.stdout
+    # rank 0 alone prints: once for each of the two calls
+    assert launched.stdout.count("SST-2 validation accuracy") == 2 and launched.stdout.count("wrote ") == 2
     assert sorted(p.name for p in two.iterdir()) == ["metrics.json", "model.pt", "predictions.tsv"]
     a, b = finished_run(one), finished_run(two)
     assert b["settings"]["world_size"] == 2
@@ -282,8 +364,8 @@ def test_bertcourse_finetune_under_torchrun_writes_one_run_close_to_the_single_p
     assert max(abs(x - y) for x, y in zip(curve_a, curve_b)) < FINETUNE_LOSS_TOLERANCE, (curve_a, curve_b)
     assert abs(a["accuracy"] - b["accuracy"]) < FINETUNE_ACCURACY_TOLERANCE, (a["accuracy"], b["accuracy"])
     assert b["accuracy"] > 0.52  # above the majority class (50.9%): measured 54.1% (one process: 53.8%)
-    again = finetune_cli(two, pretrained, data_dir, 2)  # a finished folder is reused by every process
-    assert again.returncode == 0 and "reused" in again.stdout and again.stdout.count("SST-2") == 1
+    again = launched.stdout.split("=== again\n", 1)[1]
+    assert "reused" in again and launched.stdout.count("reused") == 1  # the finished folder, by every process
 
 
 @pytest.mark.slow

@@ -147,8 +147,15 @@ def test_whole_word_batches_select_every_piece_of_a_word_or_none(small_corpus, q
     assert isinstance(objective_for("gpt", quick_tokenizer), NextToken)
 
 
-def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, small_corpus, quick_tokenizer):
-    straight = run(tmp_path / "straight", small_corpus, quick_tokenizer)
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, small_corpus, quick_tokenizer):
+    """`run`'s 10 steps, never interrupted: what both kill-and-resume tests must end on."""
+    return run(tmp_path_factory.mktemp("straight"), small_corpus, quick_tokenizer)
+
+
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, small_corpus, quick_tokenizer,
+                                                                    uninterrupted):
+    straight = uninterrupted
     with pytest.raises(KeyboardInterrupt):  # killed at step 7: the last checkpoint is from step 4
         run(tmp_path / "killed", small_corpus, quick_tokenizer, stop_after=7)
     assert load_checkpoint(tmp_path / "killed")["step"] == 4
@@ -164,7 +171,7 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, s
     peak = straight.history["lr"].index(max(straight.history["lr"]))
     assert peak == 3 and max(straight.history["lr"]) == pytest.approx(2e-3)  # the lr of step 5 (0-based 4): peak
     assert straight.history["lr"][-1] == pytest.approx(0.1 * 2e-3)
-    assert (tmp_path / "straight" / "loss_curve.png").stat().st_size > 1000
+    assert (straight.out_dir / "loss_curve.png").stat().st_size > 1000
 
 
 def test_gpt_pretrains_and_reloads(tmp_path, small_corpus, quick_tokenizer):
@@ -351,7 +358,8 @@ from bertcourse.training.objectives import MaskedLM
 make_batch = MaskedLM.batch
 # A pause per step (no random draws) leaves time to kill the run part-way; it changes no result.
 MaskedLM.batch = lambda *args, **kwargs: (time.sleep(pause), make_batch(*args, **kwargs))[1]
-train.pretrain(train.PretrainOptions(profile="cpu-quick", out_dir=out_dir, max_steps=24, eval_every=12,
+# the settings of the test module's `run`: the module's uninterrupted run is this one's reference
+train.pretrain(train.PretrainOptions(profile="cpu-quick", out_dir=out_dir, max_steps=10, eval_every=5,
                                      checkpoint_every=4, progress=False, resume=mode == "resume",
                                      model_overrides={"dropout": 0.1}),
                corpus=small, tokenizer=tokenizer)
@@ -359,8 +367,10 @@ train.pretrain(train.PretrainOptions(profile="cpu-quick", out_dir=out_dir, max_s
 
 
 @pytest.mark.slow
-def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, data_dir, quick_tokenizer):
-    """The real thing: a separate process killed with SIGKILL between checkpoints, then `resume`."""
+def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, data_dir, quick_tokenizer,
+                                                                                  uninterrupted):
+    """The real thing: a separate process killed with SIGKILL between checkpoints, then `resume` in another;
+    it must end on the weights of the module's uninterrupted run (the same settings, in this process)."""
     import signal
     import time
 
@@ -368,30 +378,28 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_ru
         return subprocess.Popen([sys.executable, "-c", KILLABLE_RUN, str(data_dir), str(out), mode, str(pause)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
-    straight = start(tmp_path / "straight", "fresh", 0.0)
-    killed = start(tmp_path / "killed", "fresh", 0.3)
+    killed = start(tmp_path / "killed", "fresh", 0.6)  # 0.6 s a step: 3.6 s from the first checkpoint to the end
     deadline, checkpoint, seen = time.monotonic() + 300, tmp_path / "killed" / CHECKPOINT_NAME, None
 
-    def past_step_8() -> bool:  # a checkpoint is read only when a new one was written (reading costs CPU)
+    def past_a_checkpoint() -> bool:  # a checkpoint is read only when a new one was written (reading costs CPU)
         nonlocal seen
         stamp = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
         if stamp is None or stamp == seen:
             return False
         seen = stamp
-        return load_checkpoint(tmp_path / "killed")["step"] >= 8
+        return load_checkpoint(tmp_path / "killed")["step"] >= 4
 
-    while not past_step_8():
+    while not past_a_checkpoint():
         assert killed.poll() is None, f"the run ended before it could be killed: {killed.stderr.read()}"
         assert time.monotonic() < deadline, "no checkpoint within 5 minutes"
         time.sleep(0.05)
     killed.send_signal(signal.SIGKILL)
     killed.wait(60)
-    assert 8 <= load_checkpoint(tmp_path / "killed")["step"] < 24
+    assert 4 <= load_checkpoint(tmp_path / "killed")["step"] < 10
     resumed = start(tmp_path / "killed", "resume", 0.0)
     assert resumed.wait(300) == 0, resumed.stderr.read()
-    assert straight.wait(300) == 0, straight.stderr.read()
-    uninterrupted, after_kill = load_checkpoint(tmp_path / "straight"), load_checkpoint(tmp_path / "killed")
-    assert uninterrupted["step"] == after_kill["step"] == 24
-    for name, weight in uninterrupted["model"].items():
+    reference, after_kill = load_checkpoint(uninterrupted.out_dir), load_checkpoint(tmp_path / "killed")
+    assert reference["step"] == after_kill["step"] == 10
+    for name, weight in reference["model"].items():
         assert torch.equal(weight, after_kill["model"][name]), name
-    assert uninterrupted["history"] == after_kill["history"]
+    assert reference["history"] == after_kill["history"]
