@@ -6,8 +6,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from conftest import file_group
-from worker_groups import SHARED_WORK, group_of, slow_first
+from worker_groups import SHARED_WORK, file_group, group_of, slow_first
 
 ROOT = Path(__file__).resolve().parents[1]
 # Session fixtures cheap enough to make once in each worker (a folder's path; files cached on disk)
@@ -55,10 +54,10 @@ def test_every_test_that_reads_an_executed_lesson_or_compares_runs_is_in_the_les
         relative = path.relative_to(ROOT).as_posix()
         if path == Path(__file__) or not any(name in path.read_text() for name in shared):
             continue
-        if file_group(relative) != "executed-lessons":
+        if file_group(ROOT, relative) != "executed-lessons":
             outside.append(relative)
     assert not outside, outside
-    assert file_group("tests/notebooks/test_lessons.py") == file_group("tests/training/test_compare.py")
+    assert file_group(ROOT, "tests/notebooks/test_lessons.py") == file_group(ROOT, "tests/training/test_compare.py")
 
 
 def test_the_lesson_helpers_need_the_lessons_runs_so_a_file_using_them_names_the_fixture():

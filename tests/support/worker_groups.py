@@ -20,6 +20,9 @@ they rewrite.) Units that hold slow tests go first, so that quick ones fill the 
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 # Each named unit: the names whose mention in a test file's text puts the file in it (the first that matches).
 SHARED_WORK = {
     "executed-lessons": ("quick_compare", "lesson_runs"),
@@ -36,6 +39,12 @@ def group_of(relative: str, text: str) -> str:
         if any(name in text for name in names):
             return group
     return relative
+
+
+@functools.cache
+def file_group(root: Path, relative: str) -> str:
+    """The unit of work of the test file `relative` (a node id's path, from the course root `root`)."""
+    return group_of(relative, (root / relative).read_text())
 
 
 def slow_first(groups: list[str], slow: list[bool]) -> list[int]:
