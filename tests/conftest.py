@@ -89,9 +89,9 @@ def pytest_collection_modifyitems(config, items):
     the units out in)."""
     if not hasattr(config, "workerinput"):
         return
-    from worker_groups import file_group, slow_first
+    from worker_groups import slow_first, unit_of
 
-    groups = [file_group(ROOT, item.nodeid.split("::")[0]) for item in items]
+    groups = [unit_of(ROOT, item.nodeid) for item in items]
     order = slow_first(groups, [item.get_closest_marker("slow") is not None for item in items])
     items[:] = [items[i] for i in order]
 
@@ -104,11 +104,11 @@ def pytest_xdist_make_scheduler(config, log):
     process), handed out in the workers' order to whichever worker is free."""
     if config.getoption("dist") != "loadgroup":
         return None
-    from worker_groups import file_group
+    from worker_groups import unit_of
     from xdist.scheduler import LoadScopeScheduling
 
     class FileGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return file_group(ROOT, nodeid.split("::")[0])
+            return unit_of(ROOT, nodeid)
 
     return FileGroupScheduling(config, log)

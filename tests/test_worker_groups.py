@@ -24,7 +24,7 @@ def test_files_sharing_work_made_once_per_process_share_a_unit_and_other_files_a
 
 
 def test_units_with_slow_tests_go_first_and_stay_together_in_their_order():
-    a, b, c = "tests/a.py", "tests/b.py", "tests/c.py"
+    a, b, c = "tests/a.py", "tests/b.py", "tests/c.py"  # files come after the named units when both hold slow tests
     groups = [a, b, "executed-lessons", a, c, "executed-lessons", b]
     slow = [False, True, True, False, False, False, False]
     order = slow_first(groups, slow)
@@ -46,9 +46,9 @@ def test_every_file_that_reads_a_session_fixture_of_shared_work_is_in_that_fixtu
 
 
 def test_every_test_that_reads_an_executed_lesson_or_compares_runs_is_in_the_lessons_unit():
-    """Over every test file: a test that calls the lesson helpers or takes the fixtures that hold `compare`'s
-    runs is in a file of the lessons' unit, so no second worker executes the lessons again."""
-    shared = ("executed_lesson(", "executed_again(", "quick_compare", "lesson_runs")
+    """Over every test file: a file that calls the lesson helpers is in the lessons' unit, so no second worker
+    executes the lessons again (a file naming the fixtures that hold `compare`'s runs is there by construction)."""
+    shared = ("executed_lesson(", "executed_again(")
     outside = []
     for path in sorted((ROOT / "tests").rglob("test_*.py")):
         relative = path.relative_to(ROOT).as_posix()

@@ -37,7 +37,7 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
 
 
 @functools.cache
-def _run_all_twice(relative: str, data_dir: Path, runs: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+def _run_lesson(relative: str, data_dir: Path, runs: Path) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
     """The lesson after Run All, and after its drawing cells ran again in the same kernel (quick profile, real
     data, the run folders in `runs`)."""
     from nbclient import NotebookClient
@@ -60,12 +60,12 @@ def _run_all_twice(relative: str, data_dir: Path, runs: Path) -> tuple[nbformat.
 def executed_lesson(relative: str, data_dir: Path, runs: Path) -> nbformat.NotebookNode:
     """Run `relative` (a lesson path) top to bottom with the quick profile on the real data, its run folders in
     `runs` (the `lesson_runs` fixture)."""
-    return _run_all_twice(relative, data_dir, runs)[0]
+    return _run_lesson(relative, data_dir, runs)[0]
 
 
 def executed_again(relative: str, data_dir: Path, runs: Path) -> nbformat.NotebookNode:
     """The same lesson after its drawing cells ran a second time in the kernel of the first Run All."""
-    return _run_all_twice(relative, data_dir, runs)[1]
+    return _run_lesson(relative, data_dir, runs)[1]
 
 
 def plotting_cells(notebook: nbformat.NotebookNode) -> list[int]:

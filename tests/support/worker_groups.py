@@ -47,6 +47,11 @@ def file_group(root: Path, relative: str) -> str:
     return group_of(relative, (root / relative).read_text())
 
 
+def unit_of(root: Path, nodeid: str) -> str:
+    """The unit of work of a test, from its node id (what both the workers and the controller have)."""
+    return file_group(root, nodeid.split("::", 1)[0])
+
+
 def slow_first(groups: list[str], slow: list[bool]) -> list[int]:
     """Positions of the tests in the order to hand them out: units holding a slow test first (the named groups
     before files), each unit's tests together and in their own order."""
@@ -54,5 +59,5 @@ def slow_first(groups: list[str], slow: list[bool]) -> list[int]:
     for position, group in enumerate(groups):
         units.setdefault(group, []).append(position)
     has_slow = {group: any(slow[i] for i in positions) for group, positions in units.items()}
-    order = sorted(units, key=lambda group: (not has_slow[group], "/" in group))
+    order = sorted(units, key=lambda group: (not has_slow[group], group not in SHARED_WORK))
     return [position for group in order for position in units[group]]
