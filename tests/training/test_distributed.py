@@ -118,6 +118,14 @@ def losses(out: Path) -> list[float]:
     return json.loads((out / "metrics.json").read_text())["history"]["loss"]
 
 
+# What both launch scripts print between their runs, rank 0 alone: marks that `printed_by` splits the output at
+SAY = """
+
+def say(line):
+    if dist.get_rank() == 0:
+        print(line, flush=True)
+
+"""
 TWO_PROCESS_PRETRAINING = """
 import sys
 import torch.distributed as dist
@@ -126,12 +134,7 @@ from bertcourse.training.pretrain import PretrainOptions, pretrain
 
 data_dir, out, steps = sys.argv[1], sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo")  # one group for the launch's runs: each joins it and leaves it open
-
-
-def say(line):  # rank 0's marks between the runs, to split what they printed
-    if dist.get_rank() == 0:
-        print(line, flush=True)
-
+""" + SAY + """
 
 for arch in ("gpt", "bert"):  # the command, as a user runs it under torchrun
     say(f"=== {arch}")
@@ -254,13 +257,11 @@ import torch.distributed as dist
 from bertcourse.cli import main
 
 dist.init_process_group("gloo")  # one group for the launch's runs: each joins it and leaves it open
-""" + FINETUNE_RUNS + """
+""" + SAY + FINETUNE_RUNS + """
 for attempt in ("first", "again"):
-    if os.environ["RANK"] == "0":  # rank 0's marks between the calls, to split what they printed
-        print(f"=== {attempt}", flush=True)
+    say(f"=== {attempt}")
     code = main(sys.argv[4:])
-    if os.environ["RANK"] == "0":
-        print(f"=== {attempt} exit {code}", flush=True)
+    say(f"=== {attempt} exit {code}")
 dist.destroy_process_group()
 """
 
@@ -364,8 +365,8 @@ def test_bertcourse_finetune_under_torchrun_writes_one_run_close_to_the_single_p
     assert max(abs(x - y) for x, y in zip(curve_a, curve_b)) < FINETUNE_LOSS_TOLERANCE, (curve_a, curve_b)
     assert abs(a["accuracy"] - b["accuracy"]) < FINETUNE_ACCURACY_TOLERANCE, (a["accuracy"], b["accuracy"])
     assert b["accuracy"] > 0.52  # above the majority class (50.9%): measured 54.1% (one process: 53.8%)
-    again = launched.stdout.split("=== again\n", 1)[1]
-    assert "reused" in again and launched.stdout.count("reused") == 1  # the finished folder, by every process
+    # the finished folder, reused by every process
+    assert "reused" in printed_by(launched, "again") and launched.stdout.count("reused") == 1
 
 
 @pytest.mark.slow
