@@ -24,7 +24,6 @@ from bertcourse.masking import (
     pad_batch,
     regular_token_ids,
     whole_word_mask,
-    wilson_interval,
     word_ids_tensor,
 )
 
@@ -313,10 +312,3 @@ def test_pad_batch_and_collate_for_mlm():
         collate_for_mlm(examples, FakeTokenizer(), whole_word=True)
     with pytest.raises(MaskingError, match="empty"):
         collate_for_mlm([], FakeTokenizer())
-
-
-def test_wilson_interval_known_values():
-    low, high = wilson_interval(80, 100)
-    assert abs(low - 0.7112) < 1e-3 and abs(high - 0.8666) < 1e-3
-    assert wilson_interval(0, 10)[0] == 0.0
-    assert wilson_interval(0, 0) == (0.0, 1.0)

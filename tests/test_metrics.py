@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bertcourse import metrics as M
+from bertcourse import stats as S
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics")
 
@@ -160,8 +161,8 @@ def test_mcc_is_zero_when_undefined_and_exact_on_large_inputs():
     (lambda: M.exact_match("x", []), "no reference"),
     (lambda: M.pass_at_k(5, 6, 1), "0 <= c <= n"),
     (lambda: M.pass_at_k(5, 1, 0), "1 <= k <= n"),
-    (lambda: M.bootstrap_ci([0, 1], [0, 1], alpha=1.5), "alpha"),
-    (lambda: M.bootstrap_ci([0, 1], [0, 1], "f2"), "unknown metric"),
+    (lambda: S.bootstrap_ci([0, 1], [0, 1], alpha=1.5), "alpha"),
+    (lambda: S.bootstrap_ci([0, 1], [0, 1], "f2"), "unknown metric"),
 ])
 def test_bad_input_is_refused_with_a_clear_error(call, message):
     with pytest.raises(M.MetricsError, match=re.escape(message)):
@@ -278,10 +279,10 @@ def sst2_like(n=872, correct=800, seed=0):
 def test_vectorised_bootstrap_equals_scoring_each_resample(name, function, monkeypatch):
     """On the index-resampling path the same generator draws the same resamples, so the vectorised confusion
     counts must give exactly the interval of scoring every resample with scikit-learn."""
-    monkeypatch.setattr(M, "_MAX_MULTINOMIAL_CELLS", 0)  # force resampling of indices
+    monkeypatch.setattr(S, "_MAX_MULTINOMIAL_CELLS", 0)  # force resampling of indices
     y_true, y_pred = sst2_like(n=60, correct=45, seed=1)
-    fast = M.bootstrap_ci(y_true, y_pred, name, n_resamples=100, seed=3)
-    slow = M.bootstrap_ci(y_true, y_pred, function, n_resamples=100, seed=3)
+    fast = S.bootstrap_ci(y_true, y_pred, name, n_resamples=100, seed=3)
+    slow = S.bootstrap_ci(y_true, y_pred, function, n_resamples=100, seed=3)
     assert fast == pytest.approx(slow, abs=1e-12)
 
 
@@ -298,11 +299,11 @@ def test_multinomial_counts_resample_like_indices(name, monkeypatch):
     wrong = [i for i, (t, p) in enumerate(zip(y_true, y_pred)) if t != p]
     flipped = set(rng.sample(right, 24)) | set(rng.sample(wrong, 16))
     other = [1 - p if i in flipped else p for i, p in enumerate(y_pred)]
-    counts = M.bootstrap_ci(y_true, y_pred, name, n_resamples=10_000, seed=1)
-    p_counts = M.paired_bootstrap_test(y_true, y_pred, other, name, n_resamples=10_000, seed=1)
-    monkeypatch.setattr(M, "_MAX_MULTINOMIAL_CELLS", 0)
-    indices = M.bootstrap_ci(y_true, y_pred, name, n_resamples=10_000, seed=2)
-    p_indices = M.paired_bootstrap_test(y_true, y_pred, other, name, n_resamples=10_000, seed=2)
+    counts = S.bootstrap_ci(y_true, y_pred, name, n_resamples=10_000, seed=1)
+    p_counts = S.paired_bootstrap_test(y_true, y_pred, other, name, n_resamples=10_000, seed=1)
+    monkeypatch.setattr(S, "_MAX_MULTINOMIAL_CELLS", 0)
+    indices = S.bootstrap_ci(y_true, y_pred, name, n_resamples=10_000, seed=2)
+    p_indices = S.paired_bootstrap_test(y_true, y_pred, other, name, n_resamples=10_000, seed=2)
     width = indices.high - indices.low
     assert abs(counts.low - indices.low) < 0.05 * width and abs(counts.high - indices.high) < 0.05 * width
     assert 0.05 < p_indices < 0.95 and abs(p_counts - p_indices) < 0.03, (p_counts, p_indices)
@@ -312,39 +313,39 @@ def test_bootstrap_interval_is_the_exact_binomial_one():
     """Resampling n examples of which k are right gives accuracy ~ Binomial(n, k/n) / n: with 20,000
     resamples the percentile interval must sit on that distribution's 2.5% and 97.5% quantiles."""
     n, correct = 872, 800
-    low, high = M.bootstrap_ci(*sst2_like(n, correct), n_resamples=20_000, alpha=0.05, seed=0)
+    low, high = S.bootstrap_ci(*sst2_like(n, correct), n_resamples=20_000, alpha=0.05, seed=0)
     p = correct / n
     pmf = [math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(n + 1)]
     cdf = [sum(pmf[: k + 1]) for k in range(n + 1)]
     q_low = next(k for k in range(n + 1) if cdf[k] >= 0.025) / n
     q_high = next(k for k in range(n + 1) if cdf[k] >= 0.975) / n
     assert abs(low - q_low) <= 1.5 / n and abs(high - q_high) <= 1.5 / n, (low, high, q_low, q_high)
-    narrower = M.bootstrap_ci(*sst2_like(n, correct), n_resamples=20_000, alpha=0.5, seed=0)
+    narrower = S.bootstrap_ci(*sst2_like(n, correct), n_resamples=20_000, alpha=0.5, seed=0)
     assert low < narrower.low < narrower.high < high  # alpha is split between the tails
 
 
 def test_bootstrap_is_paired_seeded_and_leaves_the_global_rng_alone():
     y_true, y_pred = sst2_like()
-    assert M.bootstrap_ci(y_true, y_true, n_resamples=200) == (1.0, 1.0)  # paired: a perfect model stays perfect
+    assert S.bootstrap_ci(y_true, y_true, n_resamples=200) == (1.0, 1.0)  # paired: a perfect model stays perfect
     state = torch.get_rng_state()
-    first = M.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=7)
+    first = S.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=7)
     assert torch.equal(torch.get_rng_state(), state)
     torch.manual_seed(123)
-    assert M.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=7) == first
-    assert len({M.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=s) for s in range(8)}) > 1
+    assert S.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=7) == first
+    assert len({S.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=s) for s in range(8)}) > 1
     generator = torch.Generator().manual_seed(7)
-    assert M.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=generator) == first
+    assert S.bootstrap_ci(y_true, y_pred, n_resamples=500, seed=generator) == first
 
 
 def test_paired_bootstrap_test():
     y_true, y_pred = sst2_like(correct=800)
-    assert M.paired_bootstrap_test(y_true, y_pred, list(y_pred), n_resamples=500) == 1.0  # identical systems
+    assert S.paired_bootstrap_test(y_true, y_pred, list(y_pred), n_resamples=500) == 1.0  # identical systems
     worse = [1 - p if i < 60 else p for i, p in enumerate(y_pred)]  # 60 more errors (or fixes) on 872
-    p_value = M.paired_bootstrap_test(y_true, y_pred, worse, n_resamples=2000, seed=1)
+    p_value = S.paired_bootstrap_test(y_true, y_pred, worse, n_resamples=2000, seed=1)
     assert 0 < p_value < 0.01
-    assert M.paired_bootstrap_test(y_true, worse, y_pred, n_resamples=2000, seed=1) == p_value  # symmetric
+    assert S.paired_bootstrap_test(y_true, worse, y_pred, n_resamples=2000, seed=1) == p_value  # symmetric
     close = [1 - p if i == 0 else p for i, p in enumerate(y_pred)]  # one sentence apart: noise
-    assert M.paired_bootstrap_test(y_true, y_pred, close, n_resamples=2000, seed=1) > 0.5
+    assert S.paired_bootstrap_test(y_true, y_pred, close, n_resamples=2000, seed=1) > 0.5
 
 
 def test_mcnemar_is_the_exact_binomial_test():
@@ -356,7 +357,7 @@ def test_mcnemar_is_the_exact_binomial_test():
         pred_b = [0] * b + [1] * c + [1] * 10
         order = list(range(len(y_true)))
         rng.shuffle(order)
-        got = M.mcnemar_test(y_true, [pred_a[i] for i in order], [pred_b[i] for i in order])
+        got = S.mcnemar_test(y_true, [pred_a[i] for i in order], [pred_b[i] for i in order])
         expected = 1.0 if b + c == 0 else scipy_stats.binomtest(b, b + c, 0.5).pvalue
         assert got == pytest.approx(expected, rel=1e-9), (b, c)
 

@@ -26,11 +26,11 @@ def test_sentence_resamples_draw_n_sentences_each_and_repeat_with_the_seed():
     assert counts.mean() == pytest.approx(1.0)
 
 
-def test_one_seed_gets_the_accuracy_interval_of_metrics_bootstrap_ci():
+def test_one_seed_gets_the_accuracy_interval_of_bootstrap_ci():
     labels, predicted = _labels_and_predictions()
     counts = stats.sentence_resamples(len(labels))
     ours = stats.seed_averaged_interval((predicted == labels)[None], counts)
-    theirs = metrics.bootstrap_ci(labels.tolist(), predicted.tolist(), "accuracy", seed=0)
+    theirs = stats.bootstrap_ci(labels.tolist(), predicted.tolist(), "accuracy", seed=0)
     # two Monte Carlo draws of the same distribution: the 2.5% and 97.5% points agree to ~0.3 points
     assert ours[0] == pytest.approx(theirs.low, abs=0.004)
     assert ours[1] == pytest.approx(theirs.high, abs=0.004)
@@ -58,11 +58,11 @@ def test_paired_test_of_identical_systems_gives_p_1_and_a_zero_difference():
     assert test["p"] == 1.0 and test["difference"] == 0.0
 
 
-def test_paired_test_with_one_seed_each_matches_metrics_paired_bootstrap_test():
+def test_paired_test_with_one_seed_each_matches_paired_bootstrap_test():
     labels, a = _labels_and_predictions(accuracy=0.80, seed=0)
     _, b = _labels_and_predictions(accuracy=0.77, seed=1)
     ours = stats.paired_seed_bootstrap((a == labels)[None], (b == labels)[None], stats.sentence_resamples(len(labels)))
-    theirs = metrics.paired_bootstrap_test(labels.tolist(), a.tolist(), b.tolist(), "accuracy", seed=0)
+    theirs = stats.paired_bootstrap_test(labels.tolist(), a.tolist(), b.tolist(), "accuracy", seed=0)
     assert ours["difference"] == pytest.approx(metrics.accuracy(labels, a) - metrics.accuracy(labels, b))
     assert ours["p"] == pytest.approx(theirs, abs=0.015)  # Monte Carlo error of 10,000 resamples near p ~ 0.1
 
@@ -94,3 +94,10 @@ def test_paired_test_sees_the_seed_spread_that_a_fixed_seed_test_ignores():
 def test_holm_adjusts_step_down_and_keeps_the_order():
     assert stats.holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
     assert stats.holm([0.9, 0.9]) == [1.0, 1.0]
+
+
+def test_wilson_interval_known_values():
+    low, high = stats.wilson_interval(80, 100)
+    assert abs(low - 0.7112) < 1e-3 and abs(high - 0.8666) < 1e-3
+    assert stats.wilson_interval(0, 10)[0] == 0.0
+    assert stats.wilson_interval(0, 0) == (0.0, 1.0)

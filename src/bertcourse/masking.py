@@ -401,18 +401,3 @@ def count_masking(
         special_selected=int((selected & special).sum()),
         random_special=int((changed & special_input).sum()),
     )
-
-
-def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (sensible near 0 and 1, unlike p +- 1.96 se)."""
-    if trials == 0:
-        return 0.0, 1.0
-    z = _normal_quantile(0.5 + confidence / 2)
-    p = successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def _normal_quantile(q: float) -> float:
-    return float(torch.special.ndtri(torch.tensor(q, dtype=torch.float64)))

@@ -185,7 +185,8 @@ def recovery_by_case(lm: MaskedLM, sentences: Sequence[str], *, seed: int = 0, b
     token ("keep"), another token ("random"). Per case: positions, how many the model's top prediction gets
     right (the original token), accuracy with a Wilson 95% interval; for "random" also how often the top
     prediction is the shown (wrong) token."""
-    from bertcourse.masking import mask_tokens, wilson_interval
+    from bertcourse.masking import IGNORE_INDEX, mask_tokens
+    from bertcourse.stats import wilson_interval
 
     tokenizer = lm.tokenizer
     generator = torch.Generator().manual_seed(seed)
@@ -200,7 +201,7 @@ def recovery_by_case(lm: MaskedLM, sentences: Sequence[str], *, seed: int = 0, b
                                          special_ids=tokenizer.all_special_ids, generator=generator,
                                          select_prob=select_prob, mask_prob=mask_prob, random_prob=random_prob)
             predicted = lm.run({**batch, "input_ids": inputs})["logits"].argmax(-1)
-            selected = labels != -100
+            selected = labels != IGNORE_INDEX
             case_of = {"mask": selected & (inputs == tokenizer.mask_token_id), "keep": selected & (inputs == original)}
             case_of["random"] = selected & ~case_of["mask"] & ~case_of["keep"]
             for case, where in case_of.items():

@@ -24,7 +24,7 @@ from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from bertcourse import metrics
+from bertcourse import metrics, stats
 from bertcourse.errors import BertcourseError
 
 Pair = tuple[str, str, int]  # (first sentence, second sentence, label); label 1 = corrupted (random / swapped)
@@ -95,7 +95,7 @@ def shortcut_score(train: Sequence[Pair], test: Sequence[Pair], *, n_resamples: 
     _check_pairs(test, "test pairs")
     predicted = PairShortcut(C).fit(train).predict(test)
     truth = [p[2] for p in test]
-    interval = metrics.bootstrap_ci(truth, predicted, "accuracy", n_resamples=n_resamples, seed=seed)
+    interval = stats.bootstrap_ci(truth, predicted, "accuracy", n_resamples=n_resamples, seed=seed)
     share = float(np.mean(truth))
     return ShortcutScore(metrics.accuracy(truth, predicted), interval.low, interval.high, len(test),
                          max(share, 1 - share))

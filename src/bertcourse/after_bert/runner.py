@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from bertcourse import metrics
+from bertcourse import metrics, stats
 from bertcourse.after_bert.electra import Electra, rtd_evaluate
 from bertcourse.after_bert.sentence_objectives import (
     BertWithPairHead,
@@ -264,7 +264,7 @@ def linear_probe(encoder: nn.Module, rows: SST2Rows, device: torch.device, seed:
 def pair_accuracy(model: BertWithPairHead, rows: PairData, device: torch.device, seed: int = 0) -> dict[str, Any]:
     """The pair head's held-out accuracy with its 95% bootstrap interval over the pairs."""
     predicted = pair_predictions(model, rows, device)
-    interval = metrics.bootstrap_ci(rows.pair_labels, predicted, "accuracy", seed=seed)
+    interval = stats.bootstrap_ci(rows.pair_labels, predicted, "accuracy", seed=seed)
     return {"task": model.task, "accuracy": metrics.accuracy(rows.pair_labels, predicted),
             "interval": [interval.low, interval.high], "pairs": len(rows)}
 

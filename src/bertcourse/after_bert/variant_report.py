@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bertcourse.masking import wilson_interval
+from bertcourse.stats import wilson_interval
 
 MEASURES = {"mlm": "held-out masked-LM loss", "cls": "SST-2 probe on [CLS]", "mean": "SST-2 probe on the token mean"}
 

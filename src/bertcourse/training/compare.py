@@ -23,7 +23,7 @@ sentences. Per-seed scores (accuracy, macro-F1, MCC) come from `bertcourse.metri
 each of `BOOTSTRAP_RESAMPLES` resamples draws 872 sentence indices with replacement, scores every seed of
 the row on those same sentences and averages the K accuracies; the seeds stay fixed. So the interval is
 the test-set part of the uncertainty and the sd the training-seed part. All rows share the same
-resamples. With K = 1 this is exactly `metrics.bootstrap_ci`'s accuracy interval (a test checks that the
+resamples. With K = 1 this is exactly `stats.bootstrap_ci`'s accuracy interval (a test checks that the
 two agree); `bertcourse.metrics` itself resamples one prediction vector (or a pair), not K seeds of one
 model, which is why the resampling is written apart, in `bertcourse.stats`.
 
@@ -31,7 +31,7 @@ The paired tests (BERT vs GPT at the same regime and init; pretrained vs scratch
 regime) are a paired bootstrap over sentences AND seeds: each resample draws the sentences once for both
 models (paired) and, for each model on its own, K seeds with replacement from its K runs; the statistic is
 the difference of seed-averaged accuracies, centred on the observed difference as in
-`metrics.paired_bootstrap_test` (p = (1 + #{|d* - d| >= |d|}) / (1 + B)). Why not exact McNemar on the
+`stats.paired_bootstrap_test` (p = (1 + #{|d* - d| >= |d|}) / (1 + B)). Why not exact McNemar on the
 majority vote of the seeds: the vote is an ensemble, a different (usually better) model than the single
 runs the table reports, with ties at even K; and McNemar holds the trained models fixed, so a difference
 that one lucky seed makes passes it. Holm's correction over the family of tests is reported beside p.

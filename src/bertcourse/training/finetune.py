@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bertcourse import metrics
+from bertcourse import metrics, stats
 from bertcourse.classifier import SequenceClassifier, build_classifier, trainable_parameters
 from bertcourse.config import ARCHITECTURES, INITS, REGIMES, ModelConfig
 from bertcourse.course import Course, FinetuneSpec, Profile, given_profile, load_course, select_profile
@@ -403,7 +403,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
 def scores(labels: Any, predicted: Any, *, seed: int = 0) -> dict[str, Any]:
     """Accuracy with its 95% bootstrap interval over sentences, macro-F1 and MCC (bertcourse.metrics)."""
     labels, predicted = list(map(int, labels)), list(map(int, predicted))
-    interval = metrics.bootstrap_ci(labels, predicted, "accuracy", seed=seed)
+    interval = stats.bootstrap_ci(labels, predicted, "accuracy", seed=seed)
     return {
         "accuracy": metrics.accuracy(labels, predicted),
         "accuracy_interval": [interval.low, interval.high],
