@@ -226,6 +226,7 @@ def test_a_killed_two_process_run_resumes_to_the_weights_of_an_uninterrupted_one
     script.write_text(RESUME_RUN)
     resumed = launch(2, str(script), str(data_dir), str(out / "killed"))
     assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.count("resuming from step 4 of 10") == 1  # rank 0 says it; a fresh start would not
     uninterrupted, after_kill = load_checkpoint(out / "straight"), load_checkpoint(out / "killed")
     assert after_kill["step"] == 10 and after_kill["settings"]["model_config"]["dropout"] == 0.1
     for name, weight in uninterrupted["model"].items():

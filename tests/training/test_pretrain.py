@@ -154,12 +154,15 @@ def uninterrupted(tmp_path_factory, small_corpus, quick_tokenizer):
 
 
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, small_corpus, quick_tokenizer,
-                                                                    uninterrupted):
+                                                                    uninterrupted, capsys):
     straight = uninterrupted
     with pytest.raises(KeyboardInterrupt):  # killed at step 7: the last checkpoint is from step 4
         run(tmp_path / "killed", small_corpus, quick_tokenizer, stop_after=7)
     assert load_checkpoint(tmp_path / "killed")["step"] == 4
+    capsys.readouterr()
     resumed = run(tmp_path / "killed", small_corpus, quick_tokenizer, resume=True)
+    # the same weights alone would not tell a resume from a fresh start (every seed is fixed): it went on from 4
+    assert "resuming from step 4 of 10" in capsys.readouterr().out
     assert straight.model.config.dropout > 0  # dropout on: the restored random state matters
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name
@@ -184,14 +187,17 @@ def test_gpt_pretrains_and_reloads(tmp_path, small_corpus, quick_tokenizer):
     assert model.head.decoder.weight is model.embeddings.token_embedding.weight  # still tied after loading
 
 
-def test_whole_word_runs_train_resume_exactly_and_refuse_a_token_level_resume(tmp_path, small_corpus, quick_tokenizer):
+def test_whole_word_runs_train_resume_exactly_and_refuse_a_token_level_resume(tmp_path, small_corpus, quick_tokenizer,
+                                                                              capsys):
     options = dict(whole_word=True, max_steps=6, eval_every=3)
     straight = run(tmp_path / "straight", small_corpus, quick_tokenizer, **options)
     assert isinstance(straight.objective, WholeWordMLM) and straight.train_data.words is not None
     with pytest.raises(KeyboardInterrupt):  # killed at step 5: the last checkpoint is from step 4
         run(tmp_path / "killed", small_corpus, quick_tokenizer, stop_after=5, **options)
     assert load_checkpoint(tmp_path / "killed")["settings"]["whole_word"] is True
+    capsys.readouterr()
     resumed = run(tmp_path / "killed", small_corpus, quick_tokenizer, resume=True, **options)
+    assert "resuming from step 4 of 6" in capsys.readouterr().out
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name
     assert straight.history == resumed.history and straight.final_eval == resumed.final_eval
@@ -368,7 +374,8 @@ train.pretrain(train.PretrainOptions(profile="cpu-quick", out_dir=out_dir, max_s
 
 @pytest.mark.slow
 def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, data_dir, small_corpus,
-                                                                                  quick_tokenizer, uninterrupted):
+                                                                                  quick_tokenizer, uninterrupted,
+                                                                                  capsys):
     """The real thing: a separate process killed with SIGKILL between checkpoints, then resumed in this process,
     which never held the killed run's state: it must end on the weights of the module's uninterrupted run (the
     same settings)."""
@@ -396,8 +403,11 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_ru
         time.sleep(0.05)
     killed.send_signal(signal.SIGKILL)
     killed.wait(60)
-    assert 4 <= load_checkpoint(tmp_path / "killed")["step"] < 10
+    at_kill = load_checkpoint(tmp_path / "killed")["step"]
+    assert 4 <= at_kill < 10
+    capsys.readouterr()
     run(tmp_path / "killed", small_corpus, quick_tokenizer, resume=True)
+    assert f"resuming from step {at_kill} of 10" in capsys.readouterr().out
     reference, after_kill = load_checkpoint(uninterrupted.out_dir), load_checkpoint(tmp_path / "killed")
     assert reference["step"] == after_kill["step"] == 10
     for name, weight in reference["model"].items():
