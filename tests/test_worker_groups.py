@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from worker_groups import SHARED_WORK, file_group, group_of, slow_first
+from worker_groups import SHARED_WORK, file_group, group_of, identifiers, slow_first
 
 ROOT = Path(__file__).resolve().parents[1]
 # Session fixtures cheap enough to make once in each worker (a folder's path; files cached on disk)
@@ -21,6 +21,10 @@ def test_files_sharing_work_made_once_per_process_share_a_unit_and_other_files_a
     assert group_of("tests/grading/test_feedback.py", "def test_x(class_batch): ...") == "class-batch"
     assert group_of("tests/grading/test_claims.py", "def test_x(postgres_url): ...") == "postgresql-server"
     assert group_of("tests/grading/test_cleanup.py", "def test_x(tmp_path): ...") == "tests/grading/test_cleanup.py"
+    # named only in a docstring, a comment or a string: the code reads none of the shared work
+    mentions = '"""Unlike lesson_runs."""\n# quick_compare\nNOTE = "check_proofs, class_batch"\n'
+    assert group_of("tests/test_x.py", mentions) == "tests/test_x.py"
+    assert file_group(ROOT, "tests/test_worker_groups.py") == "tests/test_worker_groups.py"
 
 
 def test_units_with_slow_tests_go_first_and_stay_together_in_their_order():
@@ -40,7 +44,7 @@ def test_every_file_that_reads_a_session_fixture_of_shared_work_is_in_that_fixtu
     for conftest in sorted((ROOT / "tests").rglob("conftest.py")):
         text = conftest.read_text()
         for fixture in re.findall(r'@pytest\.fixture\(scope="session"\)\ndef (\w+)', text):
-            users = [p for p in (ROOT / "tests").rglob("test_*.py") if p != Path(__file__) and fixture in p.read_text()]
+            users = [p for p in (ROOT / "tests").rglob("test_*.py") if fixture in identifiers(p.read_text())]
             cheap = fixture in CHEAP_SESSION_FIXTURES
             assert cheap or fixture in named or len(users) <= 1, f"{fixture} ({conftest}) is shared by {users}"
 

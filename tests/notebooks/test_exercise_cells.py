@@ -325,7 +325,7 @@ def hint_texts(exercise) -> list[tuple[str, str]]:
 
 
 def checks_of_exercise(exercise) -> dict[str, dict]:
-    from check_proofs import checks_of
+    from check_marks import checks_of
 
     return checks_of(exercise.checks)
 

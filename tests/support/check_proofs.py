@@ -9,42 +9,16 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
-from typing import Any
 
+from check_marks import CHECKS_DIR, _load, checks_of
 from notebook_gradings import graded_notebook
 
 from bertcourse.authoring.proofs import grade_source, run_check_module
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKS_DIR = ROOT / "autograder" / "checks"
-
-
-@functools.cache
-def _load(path: Path):
-    if str(CHECKS_DIR) not in sys.path:  # the check modules import their shared helpers as `_common`
-        sys.path.insert(0, str(CHECKS_DIR))
-    spec = importlib.util.spec_from_file_location(f"hidden_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def checks_of(check_module: str) -> dict[str, dict[str, Any]]:
-    """{check name: its mark's kwargs (cell, points, feedback)} for a check module."""
-    module = _load(ROOT / check_module)
-    found = {}
-    for name in dir(module):
-        function = getattr(module, name)
-        if name.startswith("test_") and callable(function):
-            marks = [m for m in getattr(function, "pytestmark", []) if m.name == "check"]
-            assert len(marks) == 1, f"{name} must carry exactly one check mark"
-            found[name] = dict(marks[0].kwargs)
-    return found
 
 
 def notebook_cells(notebook: str) -> list[dict]:

@@ -13,17 +13,19 @@ must hold every test that shares work made once per process, or that work is mad
   class graded by `autograde`; one PostgreSQL server);
 - every other test file is a unit of its own (its module fixtures are made once).
 
-A unit is known from the file alone (its path and text): the controller, which hands the units out, collects
-no tests. (pytest-xdist's own `xdist_group` marks do not group under pytest 9, which ignores the node ids
-they rewrite.) Units that hold slow tests go first, so that quick ones fill the gaps at the end.
+A unit is known from the file alone (its path and the names its code uses): the controller, which hands the
+units out, collects no tests. (pytest-xdist's own `xdist_group` marks do not group under pytest 9, which
+ignores the node ids they rewrite.) Units that hold slow tests go first, so that quick ones fill the gaps at the end.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 from pathlib import Path
 
-# Each named unit: the names whose mention in a test file's text puts the file in it (the first that matches).
+# Each named unit: the names (fixtures, support modules) whose use in a test file's code puts the file in it
+# (the first that matches).
 SHARED_WORK = {
     "executed-lessons": ("quick_compare", "lesson_runs"),
     "course-gradings": ("notebook_gradings", "check_proofs"),
@@ -32,11 +34,30 @@ SHARED_WORK = {
 }
 
 
+def identifiers(text: str) -> set[str]:
+    """The names a file's code uses (variables, arguments, attributes, imported modules and names), not the
+    words of its comments and strings: a fixture named in a docstring does not make the file read it."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.update(node.name.split("."))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.update(node.module.split("."))
+    return names
+
+
 def group_of(relative: str, text: str) -> str:
     """The unit of work of the tests of one file (`relative`: its path from the course root, as in a node id;
-    `text`: its source): the named unit whose shared work it reads, or the file's own."""
+    `text`: its source): the named unit whose shared work its code reads, or the file's own."""
+    used = identifiers(text)
     for group, names in SHARED_WORK.items():
-        if any(name in text for name in names):
+        if used.intersection(names):
             return group
     return relative
 
