@@ -36,7 +36,8 @@ SOLVED = f"solved/{Path(EXERCISE.notebook).name}"  # the solution notebook, as a
 FULL_MARKS = f"score: {EXERCISE.points:g}/{EXERCISE.points:g}"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
-RUN_TIMEOUT_MS = 300_000
+RUN_TIMEOUT_S = 300
+STOPPED_AFTER_S = 10  # the kernel idle this long, nothing new run and cells left: Run All has stopped
 
 
 def _missing(reason: str) -> None:
@@ -160,18 +161,59 @@ _START_RUN_ALL = """() => { window.jupyterapp.commands.execute('notebook:run-all
 _CELLS = f"""(path) => ({_PANEL})(path).content.widgets.filter(cell => cell.model.type === 'code').map(cell => ({{
     count: cell.model.executionCount, source: cell.model.sharedModel.getSource(), outputs: cell.model.outputs.toJSON()
 }}))"""
-# Run All has finished: the kernel is idle and every code cell has run, or one raised (Run All stops there).
-_FINISHED = f"""(path) => {{
-    if (!({_KERNEL_IDLE})(path)) return false;
-    const cells = ({_CELLS})(path);
-    return cells.every(cell => cell.count) || cells.some(cell => cell.outputs.some(o => o.output_type === 'error'));
-}}"""
+# Where Run All is: the kernel idle or not, and each code cell's count, first line and whether it raised.
+_PROGRESS = f"""(path) => ({{
+    idle: ({_KERNEL_IDLE})(path),
+    cells: ({_CELLS})(path).map(cell => ({{
+        count: cell.count, first_line: cell.source.split('\\n')[0],
+        raised: cell.outputs.some(o => o.output_type === 'error'),
+    }})),
+}})"""
+
+
+def _finished(progress: dict) -> bool:
+    """Run All has finished: the kernel is idle and every code cell has run, or one raised (Run All stops there)."""
+    cells = progress["cells"]
+    return progress["idle"] and (all(c["count"] for c in cells) or any(c["raised"] for c in cells))
+
+
+def _where(progress: dict) -> str:
+    """The last code cell that ran and the first that did not, by their first lines."""
+    cells = progress["cells"]
+    done = [i for i, c in enumerate(cells) if c["count"]]
+    waiting = [i for i, c in enumerate(cells) if not c["count"]]
+    last = f"code cell {done[-1]} ({cells[done[-1]]['first_line']!r})" if done else "no cell"
+    first = f"code cell {waiting[0]} ({cells[waiting[0]]['first_line']!r})" if waiting else "none"
+    return f"{len(done)} of {len(cells)} code cells ran; the last: {last}; the first not run: {first}"
+
+
+def wait_for_run_all(pages: dict) -> None:
+    """Wait until Run All has finished in every page; fail naming the notebook and the cell where Run All stopped
+    without an error (the kernel idle for STOPPED_AFTER_S with cells left) or was still running at RUN_TIMEOUT_S."""
+    deadline, idle_since, seen = time.monotonic() + RUN_TIMEOUT_S, {}, {}
+    waiting = dict(pages)
+    while waiting:
+        for path, page in list(waiting.items()):
+            progress = page.evaluate(_PROGRESS, path)
+            if _finished(progress):
+                del waiting[path]
+                continue
+            ran = sum(1 for c in progress["cells"] if c["count"])
+            if not progress["idle"] or seen.get(path) != ran:
+                idle_since[path], seen[path] = None, ran
+            elif idle_since.get(path) is None:
+                idle_since[path] = time.monotonic()
+            elif time.monotonic() - idle_since[path] > STOPPED_AFTER_S:
+                pytest.fail(f"{path}: Run All stopped without an error: {_where(progress)}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{path}: Run All still running after {RUN_TIMEOUT_S} s: {_where(progress)}")
+        time.sleep(0.5)
 
 
 def start_run_all(browser, lab: Lab, path: str):
     """Open `path` in a page of its own, wait for its kernel and start Run All; the page."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(RUN_TIMEOUT_MS)
+    page.set_default_timeout(RUN_TIMEOUT_S * 1000)
     page.goto(f"{lab.url}lab/tree/{path}?token={lab.token}")
     page.wait_for_function(_KERNEL_IDLE, arg=path, timeout=120_000)
     page.evaluate(_START_RUN_ALL)
@@ -183,8 +225,7 @@ def ran(browser, lab) -> dict[str, tuple[object, list[dict]]]:
     """Each notebook after Run All in JupyterLab: its page and each code cell's execution count, source and outputs
     (nbformat JSON). The three run side by side, in pages and kernels of their own, as in three browser tabs."""
     pages = {path: start_run_all(browser, lab, path) for path in (LESSON, RELEASE, SOLVED)}
-    for path, page in pages.items():
-        page.wait_for_function(_FINISHED, arg=path)
+    wait_for_run_all(pages)
     return {path: (page, page.evaluate(_CELLS, path)) for path, page in pages.items()}
 
 
@@ -231,3 +272,30 @@ def test_the_blank_release_runs_to_the_end_with_not_done_yet_lines(ran):
     assert "not done yet" in printed
     assert page.locator(".jp-OutputArea-output", has_text="not done yet").count() >= 1
     assert f"score: 0/{EXERCISE.points:g}" in "\n".join(_texts(o) for o in cells[-1]["outputs"])
+
+
+class _FakePage:
+    """A page whose Run All reports the given progress, the last one for ever."""
+
+    def __init__(self, states: list[dict]):
+        self.states = states
+
+    def evaluate(self, script, path):
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+
+def _progress(idle: bool, counts: list, raised: int | None = None) -> dict:
+    return {"idle": idle, "cells": [{"count": c, "first_line": f"line {i}", "raised": i == raised}
+                                    for i, c in enumerate(counts)]}
+
+
+def test_a_run_all_that_stops_without_an_error_fails_naming_the_cell(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "STOPPED_AFTER_S", 1)
+    finished = _FakePage([_progress(False, [1, None, None]), _progress(True, [1, 2, 3])])
+    raised = _FakePage([_progress(True, [1, 2, None], raised=1)])
+    wait_for_run_all({"a.ipynb": finished, "b.ipynb": raised})  # both finish: every cell ran, or one raised
+    stopped = _FakePage([_progress(False, [1, None, None]), _progress(True, [1, 2, None])])
+    with pytest.raises(pytest.fail.Exception) as failed:
+        wait_for_run_all({"c.ipynb": stopped})
+    assert str(failed.value) == ("c.ipynb: Run All stopped without an error: 2 of 3 code cells ran; the last: code "
+                                 "cell 1 ('line 1'); the first not run: code cell 2 ('line 2')")
