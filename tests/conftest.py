@@ -112,3 +112,31 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(ROOT, nodeid)
 
     return FileGroupScheduling(config, log)
+
+
+# How busy each worker was (printed at the end of `make test`): two workers that finish far apart mean the units
+# are badly balanced, which the durations of single tests do not show.
+_CONFIG: dict = {}
+_BUSY: dict[str, float] = {}
+
+
+def pytest_configure(config):
+    _CONFIG["config"] = config
+
+
+def pytest_runtest_logreport(report):
+    """In a worker: add the report's setup, call or teardown time to what the worker tells the controller."""
+    config = _CONFIG.get("config")
+    if config is not None and hasattr(config, "workeroutput"):
+        config.workeroutput["busy_s"] = config.workeroutput.get("busy_s", 0.0) + report.duration
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _BUSY[node.gateway.id] = node.workeroutput.get("busy_s", 0.0) if hasattr(node, "workeroutput") else 0.0
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _BUSY:
+        terminalreporter.write_line("time in tests per worker: " + ", ".join(
+            f"{worker} {seconds:.0f} s" for worker, seconds in sorted(_BUSY.items())))
