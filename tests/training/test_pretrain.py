@@ -163,6 +163,9 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, s
     resumed = run(tmp_path / "killed", small_corpus, quick_tokenizer, resume=True)
     # the same weights alone would not tell a resume from a fresh start (every seed is fixed): it went on from 4
     assert "resuming from step 4 of 10" in capsys.readouterr().out
+    again = run(tmp_path / "killed", small_corpus, quick_tokenizer, resume=True)  # a finished run: reused as it is
+    assert "already trained: its checkpoint is at step 10 of 10" in capsys.readouterr().out
+    assert again.history == resumed.history
     assert straight.model.config.dropout > 0  # dropout on: the restored random state matters
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name

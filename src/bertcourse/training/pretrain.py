@@ -281,8 +281,10 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         )
         if notice := repeats_notice(corpus, len(train_data), max_steps, spec.batch_size):
             print(notice, file=sys.stderr)
-        if saved is not None:
-            print(f"resuming from step {step} of {max_steps} ({checkpoint_path})")
+        if saved is not None and step >= max_steps:
+            print(f"already trained: its checkpoint is at step {step} of {max_steps}, so nothing is trained again")
+        elif saved is not None:
+            print(f"resuming from step {step} of {max_steps}")
     model.train()
     bar = tqdm(total=max_steps, initial=step, desc=f"pretrain {options.arch}", disable=not (options.progress and main))
     started, tokens_seen = time.perf_counter(), 0
