@@ -161,3 +161,15 @@ def _started_by(pid: int, scratch: Path) -> bool:
             str(scratch).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def test_helpers_get_an_allow_listed_environment_with_one_openmp_thread(tmp_path, monkeypatch):
+    """The judge and the zygote take turns with the worker: a second OpenMP thread would only spin on a core that
+    another grading lane needs. Nothing outside the allow-list (a secret in the grader's environment) goes along."""
+    from bertcourse.grading.processes import helper_env
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    monkeypatch.setenv("GRADER_SECRET_TOKEN", "do-not-pass")
+    env = helper_env(tmp_path, tmp_path / "scratch", str(tmp_path / "cache"))
+    assert env["OMP_NUM_THREADS"] == "1" and "GRADER_SECRET_TOKEN" not in env
+    assert env["TMPDIR"] == str(tmp_path / "scratch") and env["BERTCOURSE_ROOT"] == str(tmp_path)

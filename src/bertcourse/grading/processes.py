@@ -30,10 +30,15 @@ INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "BERTCOURSE_DATA", "BERTC
 
 
 def helper_env(course_root: Path, scratch: Path, cache_dir: str) -> dict[str, str]:
-    """The zygote's and the judge's environment: an allow-list, with temporary files in `scratch`."""
+    """The zygote's and the judge's environment: an allow-list, with temporary files in `scratch`.
+
+    One OpenMP thread: a grade is a dialogue in which the judge and the worker take turns, so more threads
+    never help, and on a machine with as many cores as grading lanes the judges' idle threads spin on the
+    cores the other lanes need (two lanes side by side on 2 cores: 1.3-1.6 s a grade each with torch's
+    default threads, 0.5-1.0 s with one; benchmarks/README.md)."""
     env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV}
     env.update(PYTHONHASHSEED="0", BERTCOURSE_ROOT=str(course_root), PYTHONDONTWRITEBYTECODE="1",
-               BERTCOURSE_CACHE=cache_dir, TMPDIR=str(scratch))
+               BERTCOURSE_CACHE=cache_dir, TMPDIR=str(scratch), OMP_NUM_THREADS="1")
     return env
 
 
