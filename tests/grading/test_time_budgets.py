@@ -21,6 +21,9 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "grading"
 TOY = FIXTURE / "solutions" / "toy" / "toy.ipynb"
 ROOT = Path(__file__).resolve().parents[2]
 HANG = "def _hang(*args, **kwargs):\n    while True:\n        pass\n"
+# The course's exercises hang by sleeping: the budgets are wall-clock, so a sleeping hang spends them exactly as a busy
+# one does (the toy's busy loop above proves a running loop is stopped), and leaves the CPU to the suite's other worker.
+SLEEPING = "def _hang(*args, **kwargs):\n    import time\n    while True:\n        time.sleep(0.05)\n"
 STUBBORN = ("def _hang(*args, **kwargs):\n    import time\n    while True:\n        try:\n            time.sleep(10)\n"
             "        except BaseException:\n            pass\n")
 
@@ -114,7 +117,7 @@ def test_an_infinite_loop_in_a_graded_function_costs_only_its_part(course_grader
     # part ran out of time in a CI rehearsal (two test workers and the graders' processes on 2 cores).
     hurried = dataclasses.replace(exercise, time_limit_s=90, check_time_limit_s=3, part_time_limit_s=12)
     solution = ROOT / "solutions" / exercise.notebook
-    result = course_grader.grade(with_cell_appended(solution, tmp_path, {cell: HANG + hang + "\n"
+    result = course_grader.grade(with_cell_appended(solution, tmp_path, {cell: SLEEPING + hang + "\n"
                                                                           for cell, _, hang in hangs}), hurried)
     assert result.error is None
     full = {grade_id: p.max_score for grade_id, p in result.parts.items()}
