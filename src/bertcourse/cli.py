@@ -270,6 +270,8 @@ def _add_labels(subparsers: argparse._SubParsersAction) -> None:
                         "steps, at least 200)")
     parser.add_argument("--max-epochs", type=int, help="cap on passes over the training rows (default: 40)")
     parser.add_argument("--patience", type=int, help="dev checks without improvement before stopping (default: 6)")
+    parser.add_argument("--learning-rate", type=float, help="peak fine-tuning learning rate (default: the profile's "
+                        "for full fine-tuning); its runs and report go to folders named -lrRATE, beside the default's")
     parser.add_argument("--out", help="report folder (default: results/labels-PROFILE)")
     parser.add_argument("--runs-dir", help="folder of the pretraining runs and of labels-PROFILE/ (default: "
                         "$BERTCOURSE_RUNS, else runs/ in the course folder)")

@@ -240,3 +240,40 @@ def test_a_folder_from_other_settings_is_refused_with_its_path(quick_curve, pret
     assert not (tmp_path / "out").exists()
     assert main(["labels", "--budgets", "1", "--profile", PROFILE, "--data-dir", str(data_dir)]) == 2
     assert "budget '1'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_curve_at_another_learning_rate_trains_at_it_beside_the_default_runs(pretrained_runs, tmp_path, data_dir,
+                                                                               monkeypatch, capsys):
+    """`--learning-rate`: a lever benchmarks/README.md measures. Its runs train at that rate in folders of their
+    own next to the default's (which keep their keys: reused, not refused), and its report says the rate."""
+    from dataclasses import replace
+
+    from bertcourse.cli import main
+
+    runs = tmp_path / "runs"
+    _copy_pretraining(pretrained_runs, runs)
+    first = D.run_plan([D.parse_model("bert")], BUDGETS, 1)[0]  # made by quick_curve at the profile's rate
+    shutil.copytree(first.folder(pretrained_runs, PROFILE), first.folder(runs, PROFILE))
+    assert "learning_rate" not in RECIPE.settings()  # the keys of the runs made before the option
+    rates = []
+    train = D.train_with_dev
+    monkeypatch.setattr(D, "train_with_dev", lambda *a, **kw: rates.append(kw["learning_rate"]) or train(*a, **kw))
+
+    def curve(recipe):
+        return D.label_curve(PROFILE, [first.budget], seeds=1, models=["bert"], out=tmp_path / f"out{recipe.tag}",
+                             recipe=recipe, runs_dir=runs, data_dir=data_dir, progress=False)
+
+    default = curve(RECIPE)["recipe"]["learning_rate"]
+    assert rates == [default]  # the copied pretrained run reused; only scratch trained
+    assert curve(replace(RECIPE, learning_rate=3e-4))["recipe"]["learning_rate"] == 3e-4 != default
+    assert rates[1:] == [3e-4, 3e-4]  # pretrained and scratch, at the rate asked for
+    assert first.folder(runs, PROFILE, "-lr0.0003").joinpath("metrics.json").is_file()
+    assert (tmp_path / "out-lr0.0003" / "results.json").is_file()
+    monkeypatch.chdir(tmp_path)
+    assert main(["labels", "--profile", PROFILE, "--budgets", "20", "--seeds", "1", "--model", "bert", "--runs-dir",
+                 str(runs), "--data-dir", str(data_dir), "--no-progress", "--max-steps", "3",
+                 "--learning-rate", "5e-4"]) == 0
+    assert rates[3:] == [5e-4, 5e-4]
+    assert D.load_results(tmp_path / "results" / f"labels-{PROFILE}-lr0.0005")["recipe"]["learning_rate"] == 5e-4
+    assert f"labels-{PROFILE}-lr0.0005" in capsys.readouterr().out

@@ -75,6 +75,18 @@ class LabelRecipe:
     max_steps: int | None = None  # None: max(MIN_STEP_CAP, the profile's compare run's steps)
     evaluations: int = 20  # dev checks spread over the planned steps
     patience: int = 6  # stop after this many checks without a better dev accuracy
+    learning_rate: float | None = None  # None: the profile's full fine-tuning rate (a lever to measure, not to tune)
+
+    def settings(self) -> dict[str, Any]:
+        """The recipe as a run's settings hold it; an unset learning rate is left out, so that the runs made
+        before the option existed keep their keys (and are reused)."""
+        return {k: v for k, v in asdict(self).items() if not (k == "learning_rate" and v is None)}
+
+    @property
+    def tag(self) -> str:
+        """What the folders of runs and report add to their names for a recipe with its own learning rate
+        (`-lr0.0001`), so that curves at several rates sit side by side; '' for the profile's rate."""
+        return f"-lr{self.learning_rate:g}" if self.learning_rate else ""
 
     def steps_cap(self, epochs: int, train_rows: int | None, batch_size: int) -> int:
         """The cap on steps: given, or the steps of the profile's own fine-tuning run (at least MIN_STEP_CAP)."""
@@ -155,9 +167,11 @@ class RunSpec:
         """The run's label in the report: model, start and label budget."""
         return f"{self.model} {self.init} n={self.budget}"
 
-    def folder(self, runs_dir: Path, profile: str) -> Path:
-        """`RUNS/labels-PROFILE/MODEL-INIT-nBUDGET-seedS` (the experiment's folder named by `run_folder`)."""
-        return run_folder("labels", profile, runs=runs_dir) / f"{self.model}-{self.init}-n{self.budget}-seed{self.seed}"
+    def folder(self, runs_dir: Path, profile: str, tag: str = "") -> Path:
+        """`RUNS/labels-PROFILE/MODEL-INIT-nBUDGET-seedS[TAG]` (the experiment's folder named by `run_folder`;
+        `tag`: `LabelRecipe.tag`)."""
+        name = f"{self.model}-{self.init}-n{self.budget}-seed{self.seed}{tag}"
+        return run_folder("labels", profile, runs=runs_dir) / name
 
 
 def run_plan(models: Sequence[CurveModel], budgets: Sequence[int], seeds: int) -> list[RunSpec]:
@@ -367,11 +381,12 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     profile_spec = select_profile(profile, course)  # the one look-up of the profile; passed down from here
     profile = profile_spec.name
     spec = profile_spec.finetuning()
-    out = Path(out) if out is not None else Path("results") / f"labels-{profile}"
+    out = Path(out) if out is not None else Path("results") / f"labels-{profile}{recipe.tag}"
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()  # $BERTCOURSE_RUNS, else runs/
     train_table = load_sst2("train", data_dir, source)
     budgets = parse_budgets(budgets, len(train_table))
     steps_cap = recipe.steps_cap(spec.epochs, spec.train_rows, spec.batch_size)
+    learning_rate = recipe.learning_rate or spec.learning_rate["full"]
 
     for m in models:  # the course's checkpoints, pretrained first when missing (as compare does)
         if m.pretrained is None:
@@ -399,11 +414,11 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
             train_rows, dev_rows = labelled_rows(len(data.train_ids), run.budget, run.seed, recipe)
             settings = {"format": RUN_FORMAT, "model": run.model, "arch": model.arch, "init": run.init,
                         "budget": run.budget, "seed": run.seed, "profile": profile, "finetune": asdict(spec),
-                        "recipe": asdict(recipe), "steps_cap": steps_cap, "model_config": start["config"],
+                        "recipe": recipe.settings(), "steps_cap": steps_cap, "model_config": start["config"],
                         "sst2_train_rows": len(data.train_ids), "tokenizer": tokenizer_digest[run.model],
                         "pretrained": start["described"] if run.init == "pretrained" else None}
             key = run_key(settings)
-            folder = run.folder(runs_dir, profile)
+            folder = run.folder(runs_dir, profile, recipe.tag)
             finished = _read_run(folder, key)
             if finished is None:
                 classifier = start["build"](run.seed, run.init, spec.dropout).to(device_)
@@ -411,7 +426,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
                 trained = train_with_dev(
                     classifier, (_take(data.train_ids, train_rows), data.train_labels[train_rows]),
                     (_take(data.train_ids, dev_rows), data.train_labels[dev_rows]),
-                    learning_rate=spec.learning_rate["full"], batch_size=spec.batch_size,
+                    learning_rate=learning_rate, batch_size=spec.batch_size,
                     weight_decay=spec.weight_decay, warmup_fraction=spec.warmup_fraction, recipe=recipe,
                     steps_cap=steps_cap, seed=run.seed, device=device_, precision=precision)
                 predicted = predict_rows(classifier, data.validation_ids, device_).argmax(1)
@@ -475,7 +490,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         "models": [{"name": m.name, "arch": m.arch, "pretrained": str(m.pretrained or runs_dir /
                                                                       f"pretrain-{m.arch}-{profile}")}
                    for m in models],
-        "recipe": {**asdict(recipe), "steps_cap": steps_cap, "learning_rate": spec.learning_rate["full"],
+        "recipe": {**asdict(recipe), "steps_cap": steps_cap, "learning_rate": learning_rate,
                    "batch_size": spec.batch_size, "weight_decay": spec.weight_decay,
                    "warmup_fraction": spec.warmup_fraction, "head_dropout": spec.dropout,
                    "max_seq_len": spec.max_seq_len, "regime": "full"},
@@ -513,12 +528,13 @@ def labels_command(args: Any) -> int:
     from bertcourse.training.data_efficiency_report import curve_table
 
     recipe = LabelRecipe(**{k: v for k, v in (("max_steps", args.max_steps), ("patience", args.patience),
-                                              ("max_epochs", args.max_epochs)) if v is not None})
+                                              ("max_epochs", args.max_epochs),
+                                              ("learning_rate", args.learning_rate)) if v is not None})
     budgets = [b for part in args.budgets for b in part.split(",") if b.strip()] if args.budgets else DEFAULT_BUDGETS
     results = label_curve(args.profile, budgets, seeds=args.seeds, models=args.model or COURSE_MODELS, out=args.out,
                           recipe=recipe, runs_dir=args.runs_dir, data_dir=args.data_dir, source=args.source,
                           device=args.device, precision=args.precision, progress=not args.no_progress)
-    out = Path(args.out) if args.out else Path("results") / f"labels-{results['profile']}"
+    out = Path(args.out) if args.out else Path("results") / f"labels-{results['profile']}{recipe.tag}"
     print(curve_table(results))
     print(f"wrote results.json, results.md and accuracy_vs_labels.png in {out} "
           f"({results['timing']['total_seconds']:.0f} s)")
