@@ -92,6 +92,43 @@ def test_early_stopping_keeps_the_weights_with_the_best_dev_accuracy():
         assert len(after) == 4 and max(after) <= best
 
 
+def test_a_frozen_first_part_trains_the_head_alone_then_the_whole_model():
+    """`frozen_fraction` (LP-FT): during its steps the encoder's weights do not move while the head's do, patience
+    does not run out before the encoder trains, and the model comes back with every parameter trainable."""
+    from bertcourse.classifier import build_classifier
+    from bertcourse.config import ModelConfig
+    from bertcourse.model import build_model
+
+    generator = torch.Generator().manual_seed(0)
+    ids = [[2, *r, 3] for r in torch.randint(8, 40, (64, 6), generator=generator).tolist()]
+    labels = torch.randint(0, 2, (64,), generator=generator)  # random labels: nothing to learn, dev stays flat
+    torch.manual_seed(0)
+    model = build_classifier(build_model(ModelConfig(vocab_size=40, n_layers=1, d_model=16, n_heads=2, d_ff=32,
+                                                     max_seq_len=16)), "full", dropout=0.0)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    seen = {}  # training step -> (an encoder weight, the head's weight) as that step's forward sees them
+
+    def record(module, inputs):
+        if model.training:  # the steps, not the dev checks (which run in eval mode)
+            seen[len(seen) + 1] = (model.encoder.embeddings.token_embedding.weight.detach().clone(),
+                                   module.weight.detach().clone())
+
+    model.classifier.register_forward_pre_hook(record)
+    recipe = D.LabelRecipe(evaluations=20, patience=2, frozen_fraction=0.5)
+    result = D.train_with_dev(model, (ids[:48], labels[:48]), (ids[48:], labels[48:]), learning_rate=1e-2,
+                              batch_size=8, weight_decay=0.01, warmup_fraction=0.1, recipe=recipe, steps_cap=40,
+                              seed=0, device=torch.device("cpu"), precision="fp32")
+    assert result["planned_steps"] == 40 and result["frozen_steps"] == 20
+    assert result["steps_run"] > 20  # patience (2 checks) did not stop it while only the head trained
+    first = seen[1]
+    assert torch.equal(first[0], start["encoder.embeddings.token_embedding.weight"])
+    head_moved = [s for s in sorted(seen) if not torch.equal(seen[s][1], first[1])]
+    encoder_moved = [s for s in sorted(seen) if not torch.equal(seen[s][0], first[0])]
+    assert head_moved and min(head_moved) == 2  # the head learns from the first step
+    assert encoder_moved and min(encoder_moved) == 22  # the encoder from step 21 (seen by step 22's forward)
+    assert all(p.requires_grad for p in model.parameters())
+
+
 # ----------------------------------------------------------------------------- end to end (cpu-quick, slow)
 
 
@@ -243,10 +280,11 @@ def test_a_folder_from_other_settings_is_refused_with_its_path(quick_curve, pret
 
 
 @pytest.mark.slow
-def test_a_curve_at_another_learning_rate_trains_at_it_beside_the_default_runs(pretrained_runs, tmp_path, data_dir,
+def test_a_recipes_levers_train_as_asked_beside_the_default_runs(pretrained_runs, tmp_path, data_dir,
                                                                                monkeypatch, capsys):
-    """`--learning-rate`: a lever benchmarks/README.md measures. Its runs train at that rate in folders of their
-    own next to the default's (which keep their keys: reused, not refused), and its report says the rate."""
+    """The levers benchmarks/README.md measures (`--learning-rate`, `--pooling`, `--frozen-fraction`): their runs
+    train as asked, in folders of their own next to the default's (which keep their keys: reused, not refused),
+    and the report says the recipe."""
     from dataclasses import replace
 
     from bertcourse.cli import main
@@ -277,3 +315,20 @@ def test_a_curve_at_another_learning_rate_trains_at_it_beside_the_default_runs(p
     assert rates[3:] == [5e-4, 5e-4]
     assert D.load_results(tmp_path / "results" / f"labels-{PROFILE}-lr0.0005")["recipe"]["learning_rate"] == 5e-4
     assert f"labels-{PROFILE}-lr0.0005" in capsys.readouterr().out
+
+    # the other two levers: what the head reads, and a frozen first part (LP-FT), in folders of their own
+    import bertcourse.classifier as C
+
+    poolings = []
+    build = C.build_classifier
+    monkeypatch.setattr(C, "build_classifier", lambda *a, **kw: poolings.append(kw["pooling"]) or build(*a, **kw))
+    levers = replace(RECIPE, pooling="mean", frozen_fraction=0.5)
+    assert levers.tag == "-poolmean-frozen0.5"
+    assert curve(levers)["recipe"]["pooling"] == "mean" and poolings == ["mean", "mean"]
+    saved = json.loads(first.folder(runs, PROFILE, levers.tag).joinpath("metrics.json").read_text())
+    assert saved["frozen_steps"] == 3 and saved["settings"]["recipe"]["frozen_fraction"] == 0.5  # of 6 planned
+    for wrong, said in ((["--frozen-fraction", "1"], "--frozen-fraction must be at least 0 and below 1"),
+                        (["--learning-rate", "0"], "--learning-rate must be positive")):
+        assert main(["labels", "--profile", PROFILE, "--budgets", "20", "--runs-dir", str(runs), "--data-dir",
+                     str(data_dir), *wrong]) == 2
+        assert said in capsys.readouterr().err

@@ -75,18 +75,22 @@ class LabelRecipe:
     max_steps: int | None = None  # None: max(MIN_STEP_CAP, the profile's compare run's steps)
     evaluations: int = 20  # dev checks spread over the planned steps
     patience: int = 6  # stop after this many checks without a better dev accuracy
-    learning_rate: float | None = None  # None: the profile's full fine-tuning rate (a lever to measure, not to tune)
+    # Levers (benchmarks/README.md measures them; at their defaults the recipe is the profile's, as before them):
+    learning_rate: float | None = None  # None: the profile's full fine-tuning rate
+    pooling: str | None = None  # None: the architecture's (BERT [CLS], GPT the last token); "mean" reads every token
+    frozen_fraction: float = 0.0  # share of the planned steps that train the head alone, the encoder frozen (LP-FT)
 
     def settings(self) -> dict[str, Any]:
-        """The recipe as a run's settings hold it; an unset learning rate is left out, so that the runs made
-        before the option existed keep their keys (and are reused)."""
-        return {k: v for k, v in asdict(self).items() if not (k == "learning_rate" and v is None)}
+        """The recipe as a run's settings hold it; a lever at its default is left out, so that the runs made
+        before the levers existed keep their keys (and are reused)."""
+        return {k: v for k, v in asdict(self).items() if not (k in LEVERS and v == LEVERS[k][1])}
 
     @property
     def tag(self) -> str:
-        """What the folders of runs and report add to their names for a recipe with its own learning rate
-        (`-lr0.0001`), so that curves at several rates sit side by side; '' for the profile's rate."""
-        return f"-lr{self.learning_rate:g}" if self.learning_rate else ""
+        """What the folders of runs and report add to their names for the levers set away from their defaults
+        (`-lr0.0001-poolmean`), so that curves of several recipes sit side by side; '' for the default recipe."""
+        return "".join(f"-{LEVERS[k][0]}{v:g}" if isinstance(v, float) else f"-{LEVERS[k][0]}{v}"
+                       for k, v in self.settings().items() if k in LEVERS)
 
     def steps_cap(self, epochs: int, train_rows: int | None, batch_size: int) -> int:
         """The cap on steps: given, or the steps of the profile's own fine-tuning run (at least MIN_STEP_CAP)."""
@@ -96,6 +100,8 @@ class LabelRecipe:
 
 
 MIN_STEP_CAP = 200
+# Each lever of LabelRecipe: (its short name in folder names, its default)
+LEVERS = {"learning_rate": ("lr", None), "pooling": ("pool", None), "frozen_fraction": ("frozen", 0.0)}
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,7 @@ def run_plan(models: Sequence[CurveModel], budgets: Sequence[int], seeds: int) -
 
 def _starting_point(model: CurveModel, profile_spec: Any, runs_dir: Path, data_dir: Any, source: str) -> dict[str, Any]:
     """{config, tokenizer, state, described, build}: what every run of `model` starts from. `build(seed,
-    init, dropout)` returns a fresh classifier (pretrained weights or random ones of the same shape).
+    init, dropout, pooling)` returns a fresh classifier (pretrained weights or random ones of the same shape).
 
     The pretrained value is read as `bertcourse finetune` reads it (its `_starting_point`); a transformers
     checkpoint becomes a row here once finetune reads one.
@@ -201,12 +207,12 @@ def _starting_point(model: CurveModel, profile_spec: Any, runs_dir: Path, data_d
     config_dict, tokenizer, start = finetune_start(options, profile_spec, data_dir, source)
     config = ModelConfig.from_dict(config_dict)
 
-    def build(seed: int, init: str, dropout: float) -> Any:
+    def build(seed: int, init: str, dropout: float, pooling: str | None = None) -> Any:
         torch.manual_seed(seed)
         encoder = build_model(config)
         if init == "pretrained":
             encoder.load_state_dict(start["state"])
-        return build_classifier(encoder, "full", dropout=dropout)
+        return build_classifier(encoder, "full", pooling=pooling, dropout=dropout)
 
     return {"config": config_dict, "tokenizer": tokenizer, "described": start["described"], "build": build}
 
@@ -241,6 +247,9 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
     train_step = TrainStep(adamw(model, learning_rate, weight_decay), [p for _, p in trainable_parameters(model)],
                            device=device, dtype=autocast_dtype(device, precision), grad_clip=1.0,
                            schedule=linear_schedule(planned, max(1, int(warmup_fraction * planned))))
+    # LP-FT: the head learns first on fixed features; frozen after the optimizer is built, which holds every parameter
+    frozen_steps = round(recipe.frozen_fraction * planned)
+    _freeze_encoder(model, frozen_steps > 0)
     generator = torch.Generator().manual_seed(seed)
     curve: dict[str, list] = {"step": [], "dev_accuracy": [], "dev_loss": []}
     best: tuple[float, float] | None = None
@@ -258,6 +267,8 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
             train_step.step()
             step += 1
             bar.update(1)
+            if step == frozen_steps:
+                _freeze_encoder(model, False)
             if step % check_every == 0 or step == planned:
                 accuracy, dev_loss = _dev_scores(model, *dev, device)
                 curve["step"].append(step)
@@ -266,15 +277,24 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
                 if best is None or (accuracy, -dev_loss) > best:
                     best, best_step, waited = (accuracy, -dev_loss), step, 0
                     best_state = copy.deepcopy(model.state_dict())
-                else:
+                elif step > frozen_steps:  # patience counts once the whole model trains
                     waited += 1
             if step >= planned or waited >= recipe.patience:
                 break
     bar.close()
+    _freeze_encoder(model, False)  # an early stop inside the frozen steps: the model is handed back whole
     if best_state is not None:
         model.load_state_dict(best_state)
-    return {"planned_steps": planned, "steps_run": step, "selected_step": best_step, "check_every": check_every,
+    return {"planned_steps": planned, "frozen_steps": frozen_steps, "steps_run": step, "selected_step": best_step,
+            "check_every": check_every,
             "dev_curve": curve, "stopped_early": step < planned}
+
+
+def _freeze_encoder(model: Any, frozen: bool) -> None:
+    """Stop (or restart) the encoder's learning: a frozen parameter gets no gradient, so AdamW skips it
+    (no update, no weight decay) while the head trains."""
+    for parameter in model.encoder.parameters():
+        parameter.requires_grad_(not frozen)
 
 
 def _read_run(folder: Path, key: str) -> dict | None:
@@ -360,6 +380,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     """
     from tqdm.auto import tqdm
 
+    from bertcourse.classifier import POOLINGS
     from bertcourse.course import load_course, select_profile
     from bertcourse.data import column, load_sst2
     from bertcourse.stats import ALPHA, BOOTSTRAP_RESAMPLES, holm, paired_seed_bootstrap, sentence_resamples
@@ -374,6 +395,12 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         raise LabelCurveError(f"--seeds must be at least 1, got {seeds}")
     if recipe.dev_every < 2 or recipe.max_dev_rows < 1 or recipe.patience < 1 or recipe.evaluations < 1:
         raise LabelCurveError(f"recipe {recipe}: dev_every >= 2, max_dev_rows, patience and evaluations >= 1")
+    if not 0 <= recipe.frozen_fraction < 1:
+        raise LabelCurveError(f"--frozen-fraction must be at least 0 and below 1, got {recipe.frozen_fraction}")
+    if recipe.pooling is not None and recipe.pooling not in POOLINGS:
+        raise LabelCurveError(f"--pooling must be one of {', '.join(POOLINGS)}, got {recipe.pooling!r}")
+    if recipe.learning_rate is not None and not recipe.learning_rate > 0:
+        raise LabelCurveError(f"--learning-rate must be positive, got {recipe.learning_rate}")
     models = [m if isinstance(m, CurveModel) else parse_model(m) for m in models]
     if len({m.name for m in models}) != len(models) or not models:
         raise LabelCurveError(f"models need distinct names, got {[m.name for m in models]}")
@@ -421,7 +448,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
             folder = run.folder(runs_dir, profile, recipe.tag)
             finished = _read_run(folder, key)
             if finished is None:
-                classifier = start["build"](run.seed, run.init, spec.dropout).to(device_)
+                classifier = start["build"](run.seed, run.init, spec.dropout, recipe.pooling).to(device_)
                 started = time.perf_counter()
                 trained = train_with_dev(
                     classifier, (_take(data.train_ids, train_rows), data.train_labels[train_rows]),
@@ -491,6 +518,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
                                                                       f"pretrain-{m.arch}-{profile}")}
                    for m in models],
         "recipe": {**asdict(recipe), "steps_cap": steps_cap, "learning_rate": learning_rate,
+                   "pooling": recipe.pooling or "the architecture's ([CLS] for BERT, the last token for GPT)",
                    "batch_size": spec.batch_size, "weight_decay": spec.weight_decay,
                    "warmup_fraction": spec.warmup_fraction, "head_dropout": spec.dropout,
                    "max_seq_len": spec.max_seq_len, "regime": "full"},
@@ -529,7 +557,8 @@ def labels_command(args: Any) -> int:
 
     recipe = LabelRecipe(**{k: v for k, v in (("max_steps", args.max_steps), ("patience", args.patience),
                                               ("max_epochs", args.max_epochs),
-                                              ("learning_rate", args.learning_rate)) if v is not None})
+                                              ("learning_rate", args.learning_rate), ("pooling", args.pooling),
+                                              ("frozen_fraction", args.frozen_fraction)) if v is not None})
     budgets = [b for part in args.budgets for b in part.split(",") if b.strip()] if args.budgets else DEFAULT_BUDGETS
     results = label_curve(args.profile, budgets, seeds=args.seeds, models=args.model or COURSE_MODELS, out=args.out,
                           recipe=recipe, runs_dir=args.runs_dir, data_dir=args.data_dir, source=args.source,
