@@ -280,7 +280,7 @@ def test_a_folder_from_other_settings_is_refused_with_its_path(quick_curve, pret
 
 
 @pytest.mark.slow
-def test_a_recipes_levers_train_as_asked_beside_the_default_runs(pretrained_runs, tmp_path, data_dir,
+def test_a_recipes_levers_train_as_asked_beside_the_default_runs(quick_curve, pretrained_runs, tmp_path, data_dir,
                                                                                monkeypatch, capsys):
     """The levers benchmarks/README.md measures (`--learning-rate`, `--pooling`, `--frozen-fraction`): their runs
     train as asked, in folders of their own next to the default's (which keep their keys: reused, not refused),
@@ -327,6 +327,9 @@ def test_a_recipes_levers_train_as_asked_beside_the_default_runs(pretrained_runs
     assert curve(levers)["recipe"]["pooling"] == "mean" and poolings == ["mean", "mean"]
     saved = json.loads(first.folder(runs, PROFILE, levers.tag).joinpath("metrics.json").read_text())
     assert saved["frozen_steps"] == 3 and saved["settings"]["recipe"]["frozen_fraction"] == 0.5  # of 6 planned
+    said = (tmp_path / f"out{levers.tag}" / "results.md").read_text()
+    assert "reads the mean of the final states" in said and "first 50% of each run's planned steps" in said
+    assert "reads the architecture's vector" in (tmp_path / "out" / "results.md").read_text()
     for wrong, said in ((["--frozen-fraction", "1"], "--frozen-fraction must be at least 0 and below 1"),
                         (["--learning-rate", "0"], "--learning-rate must be positive")):
         assert main(["labels", "--profile", PROFILE, "--budgets", "20", "--runs-dir", str(runs), "--data-dir",

@@ -15,6 +15,13 @@ _STYLE = {"pretrained": ("tab:blue", "o", "-"), "scratch": ("tab:orange", "s", "
           "tfidf": ("tab:grey", "^", ":")}
 
 
+def _pooling_words(pooling: str | None) -> str:
+    """What a recipe's head reads, in words (None, or the wording results.json keeps for it: the default)."""
+    named = {"cls": "the final `[CLS]` state", "mean": "the mean of the final states over real tokens",
+             "last": "the final state of the last real token"}
+    return named.get(pooling or "", "the architecture's vector ([CLS] for BERT, the last token for GPT)")
+
+
 def write_results(results: dict, out: str | Path) -> None:
     """results.json, results.md and the figure in `out`."""
     from bertcourse.folders import write_atomic
@@ -69,6 +76,10 @@ def results_markdown(results: dict) -> str:
         f"{recipe['weight_decay']:g}, batch {recipe['batch_size']}, linear warm-up over "
         f"{100 * recipe['warmup_fraction']:.0f}% of the planned steps then linear decay, head dropout "
         f"{recipe['head_dropout']:g}, sentences cut at {recipe['max_seq_len']} tokens (the profile's finetune: block).",
+        f"- The head reads {_pooling_words(recipe.get('pooling'))}"
+        + (f"; the first {100 * recipe['frozen_fraction']:.0f}% of each run's planned steps train the head alone on "
+           "the frozen encoder, then the whole model trains (LP-FT; patience counts from then)."
+           if recipe.get("frozen_fraction") else "; every weight trains from the first step."),
         f"- At most {recipe['max_epochs']} passes over the training rows or {recipe['steps_cap']:,} steps, whichever "
         f"comes first; the dev split is checked {recipe['evaluations']} times along the way; the weights with the best "
         f"dev accuracy (ties: lower dev loss) are kept; training stops after {recipe['patience']} checks without "
