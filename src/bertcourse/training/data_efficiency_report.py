@@ -145,8 +145,9 @@ def plot_label_curve(results: dict, fig: Any = None, path: str | Path | None = N
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     axes[0].set_ylabel(f"validation accuracy ({results['validation_sentences']} sentences)")
-    fig.suptitle(f"Mean over {results['seeds']} seeds, 95% bootstrap interval over sentences "
-                 f"(profile {results['profile']})", fontsize=9)
+    # two lines: one model's panel is too narrow for the title on one (it was cut at both edges)
+    fig.suptitle(f"Profile {results['profile']}: mean over {results['seeds']} seeds\n"
+                 "95% bootstrap interval over sentences", fontsize=9)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=dpi)
