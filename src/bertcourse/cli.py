@@ -272,8 +272,8 @@ def _add_labels(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--patience", type=int, help="dev checks without improvement before stopping (default: 6)")
     parser.add_argument("--learning-rate", type=float, help="peak fine-tuning learning rate (default: the profile's "
                         "for full fine-tuning)")
-    parser.add_argument("--pooling", choices=("cls", "last", "mean"), help="what the head reads (default: the "
-                        "architecture's: BERT's [CLS], GPT's last token)")
+    parser.add_argument("--pooling", help="what the head reads: cls, last or mean (default: the architecture's: "
+                        "BERT's [CLS], GPT's last token)")
     parser.add_argument("--frozen-fraction", type=float, help="share of a run's planned steps that train the head "
                         "alone, the encoder frozen (LP-FT; default: 0). A recipe with any of these three set writes "
                         "its runs and report in folders named after it (-lr0.0001, -poolmean, -frozen0.5), beside the "

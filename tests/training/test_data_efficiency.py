@@ -330,8 +330,9 @@ def test_a_recipes_levers_train_as_asked_beside_the_default_runs(quick_curve, pr
     said = (tmp_path / f"out{levers.tag}" / "results.md").read_text()
     assert "reads the mean of the final states" in said and "first 50% of each run's planned steps" in said
     assert "reads the architecture's vector" in (tmp_path / "out" / "results.md").read_text()
-    for wrong, said in ((["--frozen-fraction", "1"], "--frozen-fraction must be at least 0 and below 1"),
-                        (["--learning-rate", "0"], "--learning-rate must be positive")):
+    for wrong, refusal in ((["--frozen-fraction", "1"], "--frozen-fraction must be at least 0 and below 1"),
+                           (["--learning-rate", "0"], "--learning-rate must be positive"),
+                           (["--pooling", "max"], "--pooling must be one of cls, last, mean")):
         assert main(["labels", "--profile", PROFILE, "--budgets", "20", "--runs-dir", str(runs), "--data-dir",
                      str(data_dir), *wrong]) == 2
-        assert said in capsys.readouterr().err
+        assert refusal in capsys.readouterr().err

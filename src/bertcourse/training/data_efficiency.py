@@ -100,6 +100,12 @@ class LabelRecipe:
 
 
 MIN_STEP_CAP = 200
+
+
+def default_out(profile: str, recipe: LabelRecipe) -> Path:
+    """The report folder when none is given: `results/labels-PROFILE[TAG]` (`LabelRecipe.tag`)."""
+    return Path("results") / f"labels-{profile}{recipe.tag}"
+
 # Each lever of LabelRecipe: (its short name in folder names, its default)
 LEVERS = {"learning_rate": ("lr", None), "pooling": ("pool", None), "frozen_fraction": ("frozen", 0.0)}
 
@@ -408,7 +414,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     profile_spec = select_profile(profile, course)  # the one look-up of the profile; passed down from here
     profile = profile_spec.name
     spec = profile_spec.finetuning()
-    out = Path(out) if out is not None else Path("results") / f"labels-{profile}{recipe.tag}"
+    out = Path(out) if out is not None else default_out(profile, recipe)
     runs_dir = Path(runs_dir) if runs_dir is not None else default_runs_dir()  # $BERTCOURSE_RUNS, else runs/
     train_table = load_sst2("train", data_dir, source)
     budgets = parse_budgets(budgets, len(train_table))
@@ -518,7 +524,6 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
                                                                       f"pretrain-{m.arch}-{profile}")}
                    for m in models],
         "recipe": {**asdict(recipe), "steps_cap": steps_cap, "learning_rate": learning_rate,
-                   "pooling": recipe.pooling or "the architecture's ([CLS] for BERT, the last token for GPT)",
                    "batch_size": spec.batch_size, "weight_decay": spec.weight_decay,
                    "warmup_fraction": spec.warmup_fraction, "head_dropout": spec.dropout,
                    "max_seq_len": spec.max_seq_len, "regime": "full"},
@@ -563,7 +568,7 @@ def labels_command(args: Any) -> int:
     results = label_curve(args.profile, budgets, seeds=args.seeds, models=args.model or COURSE_MODELS, out=args.out,
                           recipe=recipe, runs_dir=args.runs_dir, data_dir=args.data_dir, source=args.source,
                           device=args.device, precision=args.precision, progress=not args.no_progress)
-    out = Path(args.out) if args.out else Path("results") / f"labels-{results['profile']}{recipe.tag}"
+    out = Path(args.out) if args.out else default_out(results["profile"], recipe)
     print(curve_table(results))
     print(f"wrote results.json, results.md and accuracy_vs_labels.png in {out} "
           f"({results['timing']['total_seconds']:.0f} s)")
@@ -572,6 +577,6 @@ def labels_command(args: Any) -> int:
 
 __all__ = [
     "COURSE_MODELS", "CurveModel", "DEFAULT_BUDGETS", "LABELS_FORMAT", "LabelCurveError", "LabelRecipe", "RunSpec",
-    "label_curve", "labelled_rows", "labels_command", "load_results", "parse_budgets", "parse_model", "run_plan",
-    "train_with_dev",
+    "default_out", "label_curve", "labelled_rows", "labels_command", "load_results", "parse_budgets", "parse_model",
+    "run_plan", "train_with_dev",
 ]

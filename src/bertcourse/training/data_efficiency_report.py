@@ -16,7 +16,8 @@ _STYLE = {"pretrained": ("tab:blue", "o", "-"), "scratch": ("tab:orange", "s", "
 
 
 def _pooling_words(pooling: str | None) -> str:
-    """What a recipe's head reads, in words (None, or the wording results.json keeps for it: the default)."""
+    """What a recipe's head reads, in words (None: the architecture's; reports written before the pooling lever
+    have no pooling, and the first lever reports kept a sentence there: both are the default)."""
     named = {"cls": "the final `[CLS]` state", "mean": "the mean of the final states over real tokens",
              "last": "the final state of the last real token"}
     return named.get(pooling or "", "the architecture's vector ([CLS] for BERT, the last token for GPT)")
