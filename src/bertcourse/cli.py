@@ -275,9 +275,11 @@ def _add_labels(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--pooling", help="what the head reads: cls, last or mean (default: the architecture's: "
                         "BERT's [CLS], GPT's last token)")
     parser.add_argument("--frozen-fraction", type=float, help="share of a run's planned steps that train the head "
-                        "alone, the encoder frozen (LP-FT; default: 0). A recipe with any of these three set writes "
-                        "its runs and report in folders named after it (-lr0.0001, -poolmean, -frozen0.5), beside the "
-                        "default's")
+                        "alone, the encoder frozen (LP-FT; default: 0)")
+    parser.add_argument("--layer-decay", type=float, help="layer-wise learning-rate decay: each block down learns at "
+                        "this factor of the rate of the one above, the embeddings below the lowest (default: 1, none). "
+                        "A recipe with any of these four set writes its runs and report in folders named after it "
+                        "(-lr0.0001, -poolmean, -frozen0.5, -layerdecay0.8), beside the default's")
     parser.add_argument("--out", help="report folder (default: results/labels-PROFILE)")
     parser.add_argument("--runs-dir", help="folder of the pretraining runs and of labels-PROFILE/ (default: "
                         "$BERTCOURSE_RUNS, else runs/ in the course folder)")

@@ -282,9 +282,9 @@ def test_a_folder_from_other_settings_is_refused_with_its_path(quick_curve, pret
 @pytest.mark.slow
 def test_a_recipes_levers_train_as_asked_beside_the_default_runs(quick_curve, pretrained_runs, tmp_path, data_dir,
                                                                                monkeypatch, capsys):
-    """The levers benchmarks/README.md measures (`--learning-rate`, `--pooling`, `--frozen-fraction`): their runs
-    train as asked, in folders of their own next to the default's (which keep their keys: reused, not refused),
-    and the report says the recipe."""
+    """The levers benchmarks/README.md measures (`--learning-rate`, `--pooling`, `--frozen-fraction`, `--layer-decay`):
+    their runs train as asked, in folders of their own next to the default's (which keep their keys: reused, not
+    refused), and the report says the recipe."""
     from dataclasses import replace
 
     from bertcourse.cli import main
@@ -330,9 +330,23 @@ def test_a_recipes_levers_train_as_asked_beside_the_default_runs(quick_curve, pr
     said = (tmp_path / f"out{levers.tag}" / "results.md").read_text()
     assert "reads the mean of the final states" in said and "first 50% of each run's planned steps" in said
     assert "reads the architecture's vector" in (tmp_path / "out" / "results.md").read_text()
+
+    # layer-wise learning-rate decay: the optimizer of both runs is built with the factor asked for
+    import bertcourse.training.optim as O
+
+    factors = []
+    scale = O.layerwise_lr_scale
+    monkeypatch.setattr(O, "layerwise_lr_scale", lambda model, decay: factors.append(decay) or scale(model, decay))
+    decayed = replace(RECIPE, layer_decay=0.5)
+    assert decayed.tag == "-layerdecay0.5" and decayed.settings()["layer_decay"] == 0.5
+    assert curve(decayed)["recipe"]["layer_decay"] == 0.5 and factors == [0.5, 0.5]
+    assert first.folder(runs, PROFILE, decayed.tag).joinpath("metrics.json").is_file()
+    assert "Layer-wise learning-rate decay 0.5" in (tmp_path / f"out{decayed.tag}" / "results.md").read_text()
+    assert "layer_decay" not in RECIPE.settings() and "Layer-wise" not in (tmp_path / "out" / "results.md").read_text()
     for wrong, refusal in ((["--frozen-fraction", "1"], "--frozen-fraction must be at least 0 and below 1"),
                            (["--learning-rate", "0"], "--learning-rate must be positive"),
-                           (["--pooling", "max"], "--pooling must be one of cls, last, mean")):
+                           (["--pooling", "max"], "--pooling must be one of cls, last, mean"),
+                           (["--layer-decay", "0"], "--layer-decay must be above 0 and at most 1")):
         assert main(["labels", "--profile", PROFILE, "--budgets", "20", "--runs-dir", str(runs), "--data-dir",
                      str(data_dir), *wrong]) == 2
         assert refusal in capsys.readouterr().err

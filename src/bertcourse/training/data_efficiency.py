@@ -79,6 +79,7 @@ class LabelRecipe:
     learning_rate: float | None = None  # None: the profile's full fine-tuning rate
     pooling: str | None = None  # None: the architecture's (BERT [CLS], GPT the last token); "mean" reads every token
     frozen_fraction: float = 0.0  # share of the planned steps that train the head alone, the encoder frozen (LP-FT)
+    layer_decay: float = 1.0  # each block down learns at this factor of the rate above it (optim.layerwise_lr_scale)
 
     def settings(self) -> dict[str, Any]:
         """The recipe as a run's settings hold it; a lever at its default is left out, so that the runs made
@@ -107,7 +108,8 @@ def default_out(profile: str, recipe: LabelRecipe) -> Path:
     return Path("results") / f"labels-{profile}{recipe.tag}"
 
 # Each lever of LabelRecipe: (its short name in folder names, its default)
-LEVERS = {"learning_rate": ("lr", None), "pooling": ("pool", None), "frozen_fraction": ("frozen", 0.0)}
+LEVERS = {"learning_rate": ("lr", None), "pooling": ("pool", None), "frozen_fraction": ("frozen", 0.0),
+          "layer_decay": ("layerdecay", 1.0)}
 
 
 @dataclass(frozen=True)
@@ -244,13 +246,15 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
     from bertcourse.masking import pad_batch
     from bertcourse.training.devices import autocast_dtype
     from bertcourse.training.loop import TrainStep
-    from bertcourse.training.optim import adamw, linear_schedule
+    from bertcourse.training.optim import adamw, layerwise_lr_scale, linear_schedule
 
     train_ids, train_labels = train
     planned = min(recipe.max_epochs * math.ceil(len(train_ids) / batch_size), steps_cap)
     check_every = max(1, math.ceil(planned / recipe.evaluations))
     # the course's one training step: autocast, fp16 loss scaling, clipping after unscaling, the schedule
-    train_step = TrainStep(adamw(model, learning_rate, weight_decay), [p for _, p in trainable_parameters(model)],
+    lr_scale = layerwise_lr_scale(model, recipe.layer_decay) if recipe.layer_decay != 1 else None
+    train_step = TrainStep(adamw(model, learning_rate, weight_decay, lr_scale=lr_scale),
+                           [p for _, p in trainable_parameters(model)],
                            device=device, dtype=autocast_dtype(device, precision), grad_clip=1.0,
                            schedule=linear_schedule(planned, max(1, int(warmup_fraction * planned))))
     # LP-FT: the head learns first on fixed features; frozen after the optimizer is built, which holds every parameter
@@ -403,6 +407,8 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         raise LabelCurveError(f"recipe {recipe}: dev_every >= 2, max_dev_rows, patience and evaluations >= 1")
     if not 0 <= recipe.frozen_fraction < 1:
         raise LabelCurveError(f"--frozen-fraction must be at least 0 and below 1, got {recipe.frozen_fraction}")
+    if not 0 < recipe.layer_decay <= 1:
+        raise LabelCurveError(f"--layer-decay must be above 0 and at most 1, got {recipe.layer_decay}")
     if recipe.pooling is not None and recipe.pooling not in POOLINGS:
         raise LabelCurveError(f"--pooling must be one of {', '.join(POOLINGS)}, got {recipe.pooling!r}")
     if recipe.learning_rate is not None and not recipe.learning_rate > 0:
@@ -563,7 +569,8 @@ def labels_command(args: Any) -> int:
     recipe = LabelRecipe(**{k: v for k, v in (("max_steps", args.max_steps), ("patience", args.patience),
                                               ("max_epochs", args.max_epochs),
                                               ("learning_rate", args.learning_rate), ("pooling", args.pooling),
-                                              ("frozen_fraction", args.frozen_fraction)) if v is not None})
+                                              ("frozen_fraction", args.frozen_fraction),
+                                              ("layer_decay", args.layer_decay)) if v is not None})
     budgets = [b for part in args.budgets for b in part.split(",") if b.strip()] if args.budgets else DEFAULT_BUDGETS
     results = label_curve(args.profile, budgets, seeds=args.seeds, models=args.model or COURSE_MODELS, out=args.out,
                           recipe=recipe, runs_dir=args.runs_dir, data_dir=args.data_dir, source=args.source,

@@ -80,7 +80,10 @@ def results_markdown(results: dict) -> str:
         f"- The head reads {_pooling_words(recipe.get('pooling'))}"
         + (f"; the first {100 * recipe['frozen_fraction']:.0f}% of each run's planned steps train the head alone on "
            "the frozen encoder, then the whole model trains (LP-FT; patience counts from then)."
-           if recipe.get("frozen_fraction") else "; every weight trains from the first step."),
+           if recipe.get("frozen_fraction") else "; every weight trains from the first step.")
+        + (f" Layer-wise learning-rate decay {recipe['layer_decay']:g}: each block learns at {recipe['layer_decay']:g} "
+           "times the rate of the block above it (the top block at that factor of the head's rate), the embeddings "
+           "at that factor of the lowest block's." if recipe.get("layer_decay", 1.0) != 1.0 else ""),
         f"- At most {recipe['max_epochs']} passes over the training rows or {recipe['steps_cap']:,} steps, whichever "
         f"comes first; the dev split is checked {recipe['evaluations']} times along the way; the weights with the best "
         f"dev accuracy (ties: lower dev loss) are kept; training stops after {recipe['patience']} checks without "
