@@ -38,12 +38,12 @@ $(VENV)/.installed-instructor: $(VENV)/.installed
 # reuses a finished pretraining (the folder `bertcourse.run_folders.pretraining_folder` names, lesson 3's
 # too), resumes a killed one, and reuses every finished fine-tuning run.
 demo: install
-	$(BIN)/bertcourse data --profile $(PROFILE)
-	$(BIN)/bertcourse compare --profile $(PROFILE)
+	$(WRITE_BYTECODE) $(BIN)/bertcourse data --profile $(PROFILE)
+	$(WRITE_BYTECODE) $(BIN)/bertcourse compare --profile $(PROFILE)
 
 # The suite on two pytest-xdist workers, one per core (one torch/OpenMP thread each: more would only contend);
 # tests that share work made once per process go to the same worker (tests/support/worker_groups.py).
-# PYTHONDONTWRITEBYTECODE is emptied for the suite: with it set (as on this project's machines) and the install's
+# PYTHONDONTWRITEBYTECODE is emptied for the suite (and the lab and the demo): with it set (as on this project's machines) and the install's
 # --no-compile, every kernel, grader and subprocess would compile torch's modules from source again (~3-7 s of CPU
 # each); emptied, the first import writes the bytecode and the hundreds of later processes read it.
 WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
@@ -68,10 +68,10 @@ JUPYTER ?= $(BIN)/jupyter
 NBGRADER_SERVER_OFF := --ServerApp.jpserver_extensions="{$(foreach x,formgrader validate_assignment assignment_list course_list,'nbgrader.server_extensions.$(x)': False,)}"
 ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: install
-	PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(abspath jupyter-student)" $(JUPYTER) lab $(NBGRADER_SERVER_OFF) $(ROOT_FLAG)
+	$(WRITE_BYTECODE) PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(abspath jupyter-student)" $(JUPYTER) lab $(NBGRADER_SERVER_OFF) $(ROOT_FLAG)
 
 lab-instructor: install-instructor
-	PATH="$(abspath $(BIN)):$$PATH" $(JUPYTER) lab $(ROOT_FLAG)
+	$(WRITE_BYTECODE) PATH="$(abspath $(BIN)):$$PATH" $(JUPYTER) lab $(ROOT_FLAG)
 
 release: install-instructor
 	$(BIN)/bertcourse release

@@ -147,8 +147,9 @@ from jupyter_client.manager import start_new_kernel
 manager, client = start_new_kernel(kernel_name="python3")
 try:
     seen = []
-    client.execute_interactive("!bertcourse --help", timeout=120,
-                               output_hook=lambda message: seen.append(message["content"].get("text", "")))
+    for cell in ("!bertcourse --help", "!echo bytecode=[$PYTHONDONTWRITEBYTECODE]"):
+        client.execute_interactive(cell, timeout=120,
+                                   output_hook=lambda message: seen.append(message["content"].get("text", "")))
     print("".join(seen))
 finally:
     client.stop_channels()
@@ -156,20 +157,22 @@ finally:
 """
 
 
-def test_make_lab_gives_the_kernel_the_course_commands(tmp_path):
+def test_make_lab_gives_the_kernel_the_course_commands_and_writes_bytecode(tmp_path):
     venv = Path(sys.executable).parent.parent
     probe = tmp_path / "probe.py"
     probe.write_text(_KERNEL_PROBE)
     # A shell where the course's environment is not activated, as when a student types `make lab`.
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                            if p and Path(p).resolve() != (venv / "bin").resolve())
-    env = {**os.environ, "PATH": path}
+    env = {**os.environ, "PATH": path, "PYTHONDONTWRITEBYTECODE": "1"}  # as on this project's machines
     done = subprocess.run(
         ["make", "-s", "-o", f"{venv}/.installed", "lab", f"VENV={venv}", f"JUPYTER={sys.executable} {probe}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage: bertcourse" in done.stdout, f"`!bertcourse --help` in a `make lab` kernel said:\n{done.stdout}"
+    # bytecode is written, so that the kernel and every `!bertcourse` after the first skip compiling torch again
+    assert "bytecode=[]" in done.stdout, done.stdout
 
 
 # Colab runs its kernel on IPython 7.34 and traitlets 5.7 and never upgrades them itself; a student dependency
