@@ -38,9 +38,14 @@ def options(pretrained, data_dir, out, **changes) -> FinetuneOptions:
     return FinetuneOptions(**{**values, **changes})
 
 
-def test_a_run_writes_its_folder_and_a_second_call_reuses_it(pretrained, data_dir, tmp_path):
+def test_a_run_writes_its_folder_and_a_second_call_reuses_it(pretrained, data_dir, tmp_path, monkeypatch):
+    import bertcourse.training.finetune as F
+
     out = tmp_path / "run"
+    predictions = []  # each prediction of the validation set: the last evaluation's is the final one, made once
+    monkeypatch.setattr(F, "predict_rows", lambda *a, **kw: predictions.append(1) or predict_rows(*a, **kw))
     first = finetune(options(pretrained, data_dir, out))
+    assert len(predictions) == len(first.metrics["history"]["eval_step"]) == 6  # steps 1-6 (of 6), none after
     assert {p.name for p in out.iterdir()} >= {"model.pt", "metrics.json", "predictions.tsv"}
     m = first.metrics
     assert len(first.predictions) == 872 and m["train_rows"] > 0

@@ -319,8 +319,10 @@ class _ProbeHead(torch.nn.Module):
 
 
 def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, options: FinetuneOptions,
-           processes: Processes) -> dict[str, list]:
-    """The loop of one run; returns its learning curve. A probe trains the head on cached vectors.
+           processes: Processes) -> tuple[dict[str, list], np.ndarray | None]:
+    """The loop of one run; returns its learning curve and the validation probabilities of its last evaluation
+    (at the last step: the final model's, so the caller need not predict again; None for a probe, whose head is
+    rescaled after the loop, and on ranks above 0). A probe trains the head on cached vectors.
 
     Under torchrun each process trains on its share of every global batch (`processes.shard`) and only
     rank 0 evaluates; the loss on the curve is the mean over the global batch on every process.
@@ -352,6 +354,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
     log = LossLog()  # the losses stay on the device until an evaluation reads them
     generator = torch.Generator().manual_seed(options.seed)
     history: dict[str, list] = {"step": [], "loss": [], "eval_step": [], "eval_accuracy": []}
+    probabilities = None
     bar = tqdm(total=total, desc=f"finetune {options.arch} {options.regime} {options.init}",
                disable=not (options.progress and main))
     # DDP: gradients averaged across processes in backward(); the MLM head of a full run trains nothing
@@ -386,7 +389,8 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
                     with torch.no_grad():
                         predicted = model.head(val_x.to(device)).logits.argmax(-1).cpu()
                 else:
-                    predicted = torch.from_numpy(predict_rows(model, data.validation_ids, device).argmax(1))
+                    probabilities = predict_rows(model, data.validation_ids, device)
+                    predicted = torch.from_numpy(probabilities.argmax(1))
                 history["eval_step"].append(step)
                 history["eval_accuracy"].append(float((predicted == data.validation_labels).float().mean()))
             if step >= total:
@@ -397,7 +401,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
             weight = model.classifier.weight / std.to(device)
             model.classifier.bias -= weight @ mean.to(device)
             model.classifier.weight.copy_(weight)
-    return history
+    return history, probabilities if step in evaluate_at else None
 
 
 def scores(labels: Any, predicted: Any, *, seed: int = 0) -> dict[str, Any]:
@@ -479,7 +483,7 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
                              lora_rank=spec.lora_rank, lora_alpha=spec.lora_alpha).to(device)
     processes.reseed_dropout(options.seed)  # ranks above 0: their own dropout stream
     started = time.perf_counter()
-    history = _train(model, data, spec, options, processes)
+    history, probabilities = _train(model, data, spec, options, processes)
     train_seconds = time.perf_counter() - started
     if not processes.is_main:  # rank 0 evaluates and writes; the others return what it wrote
         processes.close()
@@ -487,7 +491,8 @@ def finetune(options: FinetuneOptions | None = None, *, data: SST2Rows | None = 
         if finished is None:
             raise FinetuneError(f"{out_dir}: rank 0 finished without writing the run")
         return FinetuneResult(out_dir, finished.metrics, finished.predictions, model)
-    probabilities = predict_rows(model, data.validation_ids, device)
+    if probabilities is None:  # a probe: its head was rescaled after the last evaluation
+        probabilities = predict_rows(model, data.validation_ids, device)
     predicted = probabilities.argmax(1)
     result = {
         "format": FINETUNE_FORMAT, "key": key, "settings": settings,
