@@ -263,6 +263,8 @@ def _add_labels(subparsers: argparse._SubParsersAction) -> None:
                         help="labelled rows per point, comma-separated, 'all' for every train row "
                         "(default: 50,100,300,1000,3000,10000,all)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per point (default: 3)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default: 0); a later one draws "
+                        "fresh rows and initialisations, e.g. to check a chosen recipe on seeds that did not choose it")
     parser.add_argument("--model", action="append", metavar="MODEL",
                         help="bert, gpt, or NAME=PRETRAINED (what finetune --pretrained accepts; NAME:gpt=... "
                         "for a decoder); repeatable (default: bert and gpt)")

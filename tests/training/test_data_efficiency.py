@@ -228,6 +228,26 @@ def test_a_killed_run_resumes_reusing_finished_runs_with_the_same_results(quick_
 
 
 @pytest.mark.slow
+def test_a_later_first_seed_gives_those_seeds_runs_and_rows(quick_curve, pretrained_runs, tmp_path, data_dir, capsys):
+    """`--first-seed 1 --seeds 1` is the second seed of the two-seed curve: its runs (reused, nothing trains), its
+    TF-IDF rows and its scores, and the report names the seed."""
+    from bertcourse.cli import main
+
+    _, both = quick_curve
+    seen = {}
+    later = D.label_curve(PROFILE, BUDGETS, seeds=1, first_seed=1, out=tmp_path / "out", recipe=RECIPE,
+                          runs_dir=pretrained_runs, data_dir=data_dir, progress=False, after_run=seen.__setitem__)
+    assert {run.seed for run in seen} == {1} and all(seen.values())  # seed 1 only, every run reused
+    assert later["first_seed"] == 1 and both["first_seed"] == 0
+    second = {(r["model"], r["kind"], r["budget"]): r["accuracy"]["per_seed"][1] for r in both["rows"]}
+    assert {(r["model"], r["kind"], r["budget"]): r["accuracy"]["per_seed"][0] for r in later["rows"]} == second
+    assert "(seed 1; 95% interval)" in (tmp_path / "out" / "results.md").read_text()
+    assert main(["labels", "--profile", PROFILE, "--budgets", "20", "--first-seed", "-1", "--runs-dir",
+                 str(tmp_path), "--data-dir", str(data_dir)]) == 2
+    assert "--first-seed must be 0 or more, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_the_validation_labels_choose_nothing(pretrained_runs, tmp_path, data_dir, monkeypatch):
     """The same run with the validation labels permuted: the same dev curve, chosen step and predictions.
     (The run key leaves them out for the same reason: they cannot change a run.)"""

@@ -188,9 +188,16 @@ class RunSpec:
         return run_folder("labels", profile, runs=runs_dir) / name
 
 
-def run_plan(models: Sequence[CurveModel], budgets: Sequence[int], seeds: int) -> list[RunSpec]:
-    """Every run: model, then init, then budget (small first), then seed."""
-    return [RunSpec(m.name, init, n, s) for m in models for init in INITS for n in budgets for s in range(seeds)]
+def run_plan(models: Sequence[CurveModel], budgets: Sequence[int], seeds: int, first_seed: int = 0) -> list[RunSpec]:
+    """Every run: model, then init, then budget (small first), then seed (first_seed .. first_seed + seeds - 1)."""
+    return [RunSpec(m.name, init, n, s) for m in models for init in INITS for n in budgets
+            for s in seed_range(seeds, first_seed)]
+
+
+def seed_range(seeds: int, first_seed: int = 0) -> range:
+    """The seeds of every point. A later first seed gives fresh draws of rows and initialisations: a check on
+    seeds that played no part in choosing the recipe (benchmarks/README.md's confirmatory runs)."""
+    return range(first_seed, first_seed + seeds)
 
 
 # ----------------------------------------------------------------------------- one run
@@ -364,7 +371,8 @@ RESULTS_FIELDS = {
     "format": f"'{LABELS_FORMAT}'",
     "profile": "the course.yml profile (model shapes, tokenizer, finetune block)",
     "budgets": "labelled SST-2 train rows per point (train + dev), sorted",
-    "seeds": "seeds per point (0 .. seeds-1); a seed draws the rows and initialises the run",
+    "seeds": "seeds per point (first_seed .. first_seed + seeds - 1); a seed draws the rows and initialises the run",
+    "first_seed": "the first of them (0 unless --first-seed)",
     "models": "name, arch and pretrained source of each model",
     "recipe": "LabelRecipe, the finetune block's numbers used, and the step cap",
     "validation_sentences": "SST-2 validation sentences every run is scored on once (872)",
@@ -379,6 +387,7 @@ RESULTS_FIELDS = {
 
 def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAULT_BUDGETS, seeds: int = 3,
                 models: Sequence[CurveModel | str] = COURSE_MODELS, out: str | Path | None = None, *,
+                first_seed: int = 0,
                 recipe: LabelRecipe | None = None, runs_dir: str | Path | None = None,
                 data_dir: str | Path | None = None, source: str = "auto", device: str | None = None,
                 precision: str = "auto", progress: bool = True,
@@ -403,6 +412,8 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     recipe = recipe or LabelRecipe()
     if seeds < 1:
         raise LabelCurveError(f"--seeds must be at least 1, got {seeds}")
+    if first_seed < 0:
+        raise LabelCurveError(f"--first-seed must be 0 or more, got {first_seed}")
     if recipe.dev_every < 2 or recipe.max_dev_rows < 1 or recipe.patience < 1 or recipe.evaluations < 1:
         raise LabelCurveError(f"recipe {recipe}: dev_every >= 2, max_dev_rows, patience and evaluations >= 1")
     if not 0 <= recipe.frozen_fraction < 1:
@@ -443,7 +454,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         starts[m.name]["data"] = encoded[digest]
     device_ = pick_device(device)
 
-    plan = run_plan(models, budgets, seeds)
+    plan = run_plan(models, budgets, seeds, first_seed)
     done: dict[RunSpec, dict] = {}
     by_name = {m.name: m for m in models}
     with tqdm(total=len(plan), desc=f"labels {profile}", unit="run", disable=not progress) as bar:
@@ -495,7 +506,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     rows, correct = [], {}
     for n in budgets:
         predicted = []
-        for s in range(seeds):
+        for s in seed_range(seeds, first_seed):
             chosen = sum(labelled_rows(len(sentences), n, s, recipe), [])
             predicted.append(_tfidf_predictions([sentences[i] for i in chosen], [train_labels[i] for i in chosen],
                                                 first.validation_sentences))
@@ -506,7 +517,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     for m in models:
         for init in INITS:
             for n in budgets:
-                runs = [done[RunSpec(m.name, init, n, s)] for s in range(seeds)]
+                runs = [done[RunSpec(m.name, init, n, s)] for s in seed_range(seeds, first_seed)]
                 predicted = np.stack([r["predicted"] for r in runs])
                 correct[(m.name, init, n)] = predicted == labels[None]
                 rows.append(_row(f"{m.name} {init} n={n}", init, n, labels, predicted, counts, model=m.name,
@@ -525,7 +536,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         test["p_holm"] = adjusted
 
     results = {
-        "format": LABELS_FORMAT, "profile": profile, "budgets": budgets, "seeds": seeds,
+        "format": LABELS_FORMAT, "profile": profile, "budgets": budgets, "seeds": seeds, "first_seed": first_seed,
         "models": [{"name": m.name, "arch": m.arch, "pretrained": str(m.pretrained or runs_dir /
                                                                       f"pretrain-{m.arch}-{profile}")}
                    for m in models],
@@ -572,7 +583,8 @@ def labels_command(args: Any) -> int:
                                               ("frozen_fraction", args.frozen_fraction),
                                               ("layer_decay", args.layer_decay)) if v is not None})
     budgets = [b for part in args.budgets for b in part.split(",") if b.strip()] if args.budgets else DEFAULT_BUDGETS
-    results = label_curve(args.profile, budgets, seeds=args.seeds, models=args.model or COURSE_MODELS, out=args.out,
+    results = label_curve(args.profile, budgets, seeds=args.seeds, first_seed=args.first_seed,
+                          models=args.model or COURSE_MODELS, out=args.out,
                           recipe=recipe, runs_dir=args.runs_dir, data_dir=args.data_dir, source=args.source,
                           device=args.device, precision=args.precision, progress=not args.no_progress)
     out = Path(args.out) if args.out else default_out(results["profile"], recipe)
@@ -585,5 +597,5 @@ def labels_command(args: Any) -> int:
 __all__ = [
     "COURSE_MODELS", "CurveModel", "DEFAULT_BUDGETS", "LABELS_FORMAT", "LabelCurveError", "LabelRecipe", "RunSpec",
     "default_out", "label_curve", "labelled_rows", "labels_command", "load_results", "parse_budgets", "parse_model",
-    "run_plan", "train_with_dev",
+    "run_plan", "seed_range", "train_with_dev",
 ]

@@ -60,13 +60,19 @@ def curve_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _seed_words(k: int, first: int) -> str:
+    return f"seed {first}" if k == 1 else f"seeds {first} to {first + k - 1}"
+
+
 def results_markdown(results: dict) -> str:
     """results.md: the table, the recipe, the paired tests, what each row trained on."""
     recipe, k = results["recipe"], results["seeds"]
+    first = results.get("first_seed", 0)  # reports written before --first-seed: 0
     lines = [
         f"# SST-2 accuracy against the number of labels (profile `{results['profile']}`)", "",
         f"Each cell: validation accuracy (%) on the {results['validation_sentences']} SST-2 validation sentences, "
-        f"mean ± sd over {k} seed{'s' if k > 1 else ''} (95% interval). A seed draws which labelled rows are used "
+        f"mean ± sd over {k} seed{'s' if k > 1 else ''} ({_seed_words(k, first)}; 95% interval). A seed draws "
+        "which labelled rows are used "
         "(nested across budgets) and initialises the run. Written by `bertcourse labels`; numbers in results.json.",
         "", curve_table(results), "",
         "## The fine-tuning recipe", "",
@@ -150,7 +156,8 @@ def plot_label_curve(results: dict, fig: Any = None, path: str | Path | None = N
         ax.legend(fontsize=7, loc="lower right")
     axes[0].set_ylabel(f"validation accuracy ({results['validation_sentences']} sentences)")
     # two lines: one model's panel is too narrow for the title on one (it was cut at both edges)
-    fig.suptitle(f"Profile {results['profile']}: mean over {results['seeds']} seeds\n"
+    fig.suptitle(f"Profile {results['profile']}: mean over "
+                 f"{_seed_words(results['seeds'], results.get('first_seed', 0))}\n"
                  "95% bootstrap interval over sentences", fontsize=9)
     fig.tight_layout()
     if path is not None:
