@@ -240,6 +240,45 @@ def test_a_compare_row_of_a_checkpoint_is_the_course_rows_runs(checkpoints, data
     assert summary["skipped"] == [] and summary["notice"] is None
 
 
+def test_a_label_curve_of_checkpoints_reads_their_arch_and_starts_each_run_from_their_weights(data_dir, tmp_path,
+                                                                                               monkeypatch):
+    """`bertcourse labels --model NAME=FOLDER` (BERT-Tiny's row when online): the arch is the checkpoint's, every
+    pretrained run starts from the checkpoint's own weights (not from the previous run's fine-tuned copy), its
+    scratch twin from transformers' fresh initialisation, and a stated arch that contradicts it is refused."""
+    from bertcourse.training import data_efficiency as D
+    from bertcourse.training.finetune import FinetuneError
+
+    # seeded apart from the runs' seeds 0 and 1 (a checkpoint made with torch's seed 0 IS the seed-0 scratch twin)
+    checkpoints = {"bert": tiny_bert(tmp_path / "bert", seed=7), "neox": tiny_decoder(tmp_path / "neox", seed=7)}
+    started = []  # the encoder's weights as each run begins
+    train = D.train_with_dev
+
+    def spy(model, *args, **kwargs):
+        started.append({k: v.detach().clone() for k, v in model.encoder.state_dict().items()})
+        return train(model, *args, **kwargs)
+
+    monkeypatch.setattr(D, "train_with_dev", spy)
+    recipe = D.LabelRecipe(max_steps=3, evaluations=1, patience=1)
+    models = [f"tiny={checkpoints['bert']}", f"dec={checkpoints['neox']}"]
+    results = D.label_curve(PROFILE, [20], seeds=2, models=models, out=tmp_path / "out", recipe=recipe,
+                            runs_dir=tmp_path / "runs", data_dir=data_dir, progress=False)
+    assert [(m["name"], m["arch"]) for m in results["models"]] == [("tiny", "bert"), ("dec", "gpt")]
+    assert {(r["model"], r["kind"]) for r in results["rows"]} >= {("tiny", "pretrained"), ("dec", "scratch")}
+    for first, name in ((0, "bert"), (4, "neox")):  # run order: pretrained seeds 0, 1, then scratch seeds 0, 1
+        saved = load_pretrained(checkpoints[name])[0].state_dict()
+        for run in (first, first + 1):
+            assert all(torch.equal(started[run][k], v) for k, v in saved.items()), f"pretrained run {run}"
+        for run in (first + 2, first + 3):  # scratch: transformers' initialisation, seeded by the run
+            assert not all(torch.equal(started[run][k], v) for k, v in saved.items()), f"scratch run {run}"
+        assert not torch.equal(*(next(iter(started[run].values())) for run in (first + 2, first + 3)))
+    assert len(started) == 8
+    with pytest.raises(FinetuneError, match="is a decoder"):
+        D.label_curve(PROFILE, [20], seeds=1, models=[f"dec:bert={checkpoints['neox']}"], out=tmp_path / "x",
+                      recipe=recipe, runs_dir=tmp_path / "runs", data_dir=data_dir, progress=False)
+    with pytest.raises(D.LabelCurveError, match="bert or gpt, not 'roberta'"):
+        D.parse_model(f"x:roberta={checkpoints['bert']}")
+
+
 def test_an_unreachable_public_checkpoint_is_left_out_with_one_notice(tmp_path, capsys, monkeypatch):
     from bertcourse.course import load_course
     from bertcourse.training import compare as C

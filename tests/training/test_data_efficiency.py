@@ -248,6 +248,21 @@ def test_a_later_first_seed_gives_those_seeds_runs_and_rows(quick_curve, pretrai
 
 
 @pytest.mark.slow
+def test_a_course_checkpoint_given_by_its_path_is_read_as_its_own_arch(pretrained_runs, tmp_path, data_dir):
+    """`--model mine=FOLDER` of a course GPT runs as a GPT (its last token pooled) without `mine:gpt=`; a stated
+    arch that contradicts the checkpoint is refused."""
+    from bertcourse.training.finetune import FinetuneError
+
+    gpt = pretrained_runs / f"pretrain-gpt-{PROFILE}"
+    results = D.label_curve(PROFILE, [20], seeds=1, models=[f"mine={gpt}"], out=tmp_path / "out", recipe=RECIPE,
+                            runs_dir=tmp_path / "runs", data_dir=data_dir, progress=False)
+    assert results["models"][0]["arch"] == "gpt" and {r.get("arch") for r in results["rows"]} == {"gpt", None}
+    with pytest.raises(FinetuneError, match="holds a gpt model, not a bert"):
+        D.label_curve(PROFILE, [20], seeds=1, models=[f"mine:bert={gpt}"], out=tmp_path / "x", recipe=RECIPE,
+                      runs_dir=tmp_path / "runs", data_dir=data_dir, progress=False)
+
+
+@pytest.mark.slow
 def test_the_validation_labels_choose_nothing(pretrained_runs, tmp_path, data_dir, monkeypatch):
     """The same run with the validation labels permuted: the same dev curve, chosen step and predictions.
     (The run key leaves them out for the same reason: they cannot change a run.)"""

@@ -41,7 +41,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +115,18 @@ LEVERS = {"learning_rate": ("lr", None), "pooling": ("pool", None), "frozen_frac
 @dataclass(frozen=True)
 class CurveModel:
     """One model of the experiment: `pretrained` is what `FinetuneOptions.pretrained` takes (None: the course's
-    own checkpoint for `arch` in the runs folder)."""
+    own checkpoint for `arch` in the runs folder). A checkpoint's arch is read from it unless `arch_given`
+    (`NAME:gpt=...`), which the checkpoint must then agree with."""
 
     name: str
     arch: str = "bert"
     pretrained: str | Path | None = None
+    arch_given: bool = field(default=False, compare=False)
 
 
 def parse_model(text: str) -> CurveModel:
-    """`bert`, `gpt`, or `NAME=PRETRAINED` (a checkpoint path, or whatever `--pretrained` accepts); a course
-    checkpoint's arch is read from it, `NAME:gpt=...` says it for others."""
+    """`bert`, `gpt`, or `NAME=PRETRAINED` (a checkpoint path, or whatever `--pretrained` accepts), whose arch is
+    read from the checkpoint; `NAME:gpt=...` states it, and the checkpoint must agree."""
     if "=" not in text:
         if text not in COURSE_MODELS:
             raise LabelCurveError(f"--model {text!r}: give bert, gpt or NAME=PRETRAINED (a checkpoint)")
@@ -133,7 +135,9 @@ def parse_model(text: str) -> CurveModel:
     name, _, arch = name.partition(":")
     if not name or not pretrained or not name.replace("-", "").replace("_", "").isalnum():
         raise LabelCurveError(f"--model {text!r}: NAME=PRETRAINED with a NAME of letters, digits, - or _")
-    return CurveModel(name, arch or "bert", pretrained)
+    if arch and arch not in COURSE_MODELS:
+        raise LabelCurveError(f"--model {text!r}: the arch after NAME: is bert or gpt, not {arch!r}")
+    return CurveModel(name, arch or "bert", pretrained, arch_given=bool(arch))
 
 
 def parse_budgets(values: Sequence[int | str], available: int) -> list[int]:
@@ -204,32 +208,41 @@ def seed_range(seeds: int, first_seed: int = 0) -> range:
 
 
 def _starting_point(model: CurveModel, profile_spec: Any, runs_dir: Path, data_dir: Any, source: str) -> dict[str, Any]:
-    """{config, tokenizer, state, described, build}: what every run of `model` starts from. `build(seed,
-    init, dropout, pooling)` returns a fresh classifier (pretrained weights or random ones of the same shape).
+    """{config, tokenizer, described, arch, build}: what every run of `model` starts from. `build(seed, init,
+    dropout, pooling)` returns a fresh classifier (pretrained weights or random ones of the same shape).
 
-    The pretrained value is read as `bertcourse finetune` reads it (its `_starting_point`); a transformers
-    checkpoint becomes a row here once finetune reads one.
+    The pretrained value is read as `bertcourse finetune` reads it (its `_starting_point`): the course's
+    checkpoint, or a transformers one (a hub id or a `save_pretrained` folder) with its own tokenizer and its
+    scratch twin initialised by transformers (`hf_checkpoints.random_like`); the arch is the checkpoint's.
     """
     from bertcourse.classifier import build_classifier
     from bertcourse.config import ModelConfig
+    from bertcourse.hf_checkpoints import random_like
     from bertcourse.model import build_model
     from bertcourse.training.finetune import FinetuneOptions
     from bertcourse.training.finetune import _starting_point as finetune_start
 
     pretrained = model.pretrained or pretraining_folder(model.arch, profile_spec.name, runs=runs_dir)
-    options = FinetuneOptions(arch=model.arch, init="pretrained", profile=profile_spec.name, pretrained=pretrained,
-                              data_dir=data_dir, source=source, progress=False)
+    own_arch = model.pretrained is None or model.arch_given  # else read from the checkpoint
+    options = FinetuneOptions(arch=model.arch if own_arch else None, init="pretrained",
+                              profile=profile_spec.name, pretrained=pretrained, data_dir=data_dir, source=source,
+                              progress=False)
     config_dict, tokenizer, start = finetune_start(options, profile_spec, data_dir, source)
-    config = ModelConfig.from_dict(config_dict)
+    hf = start.get("info")  # a transformers checkpoint's description, None for the course's models
+    config = None if hf is not None else ModelConfig.from_dict(config_dict)
 
     def build(seed: int, init: str, dropout: float, pooling: str | None = None) -> Any:
         torch.manual_seed(seed)
-        encoder = build_model(config)
-        if init == "pretrained":
-            encoder.load_state_dict(start["state"])
+        if hf is not None:  # every run fine-tunes its own copy of the loaded weights
+            encoder = copy.deepcopy(start["encoder"]) if init == "pretrained" else random_like(hf)
+        else:
+            encoder = build_model(config)
+            if init == "pretrained":
+                encoder.load_state_dict(start["state"])
         return build_classifier(encoder, "full", pooling=pooling, dropout=dropout)
 
-    return {"config": config_dict, "tokenizer": tokenizer, "described": start["described"], "build": build}
+    return {"config": config_dict, "tokenizer": tokenizer, "described": start["described"],
+            "arch": hf["arch"] if hf is not None else config.arch, "build": build}
 
 
 def _dev_scores(model: Any, ids: list[list[int]], labels: torch.Tensor, device: torch.device) -> tuple[float, float]:
@@ -444,6 +457,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
                               progress=progress, profile_spec=profile_spec)
     pretrained_seconds = time.perf_counter() - began
     starts = {m.name: _starting_point(m, profile_spec, runs_dir, data_dir, source) for m in models}
+    models = [replace(m, arch=starts[m.name]["arch"]) for m in models]  # a transformers checkpoint's own arch
     everything = replace(spec, train_rows=None)  # all 67,349 rows encoded once per tokenizer
     tokenizer_digest = {name: _tokenizer_digest(s["tokenizer"]) for name, s in starts.items()}
     encoded: dict[str, Any] = {}

@@ -229,7 +229,7 @@ def _starting_point(options: FinetuneOptions, profile_spec: Profile, data_dir: A
     if path.is_file():
         saved, digest = _read_pretrained(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
         config = saved["settings"]["model_config"]
-        if config.get("arch", "bert") != options.arch:
+        if options.arch is not None and config.get("arch", "bert") != options.arch:  # None: read from it
             raise FinetuneError(f"{path} holds a {config.get('arch')} model, not a {options.arch}")
         described = {"path": str(path), "digest": digest, "step": saved["step"],
                      "history": {k: saved["history"].get(k) for k in ("eval_step", "eval_loss", "eval_accuracy")}}
