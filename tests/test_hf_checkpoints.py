@@ -279,6 +279,29 @@ def test_a_label_curve_of_checkpoints_reads_their_arch_and_starts_each_run_from_
         D.parse_model(f"x:roberta={checkpoints['bert']}")
 
 
+def test_a_label_curve_leaves_out_an_unreachable_public_checkpoint_with_one_notice(tmp_path, data_dir, capsys,
+                                                                                    monkeypatch):
+    """`bertcourse labels --model bert-tiny` offline: the checkpoint is left out with one notice line and the report
+    says so while the other models' curve runs; with nothing else to run, one clear error and exit 2."""
+    from bertcourse.training import data_efficiency as D
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = tiny_bert(tmp_path / "bert", seed=7)
+    results = D.label_curve(PROFILE, [20], seeds=1, models=["bert-tiny", f"mine={folder}"], out=tmp_path / "out",
+                            recipe=D.LabelRecipe(max_steps=2, evaluations=1, patience=1), runs_dir=tmp_path / "runs",
+                            data_dir=data_dir, progress=False)
+    notices = [line for line in capsys.readouterr().out.splitlines() if line.startswith("notice:")]
+    assert len(notices) == 1 and "left out bert-tiny" in notices[0] and "HF_HUB_OFFLINE" in notices[0]
+    assert list(results["skipped"]) == ["bert-tiny"] and [m["name"] for m in results["models"]] == ["mine"]
+    said = (tmp_path / "out" / "results.md").read_text()
+    assert "Left out, the hub could not be reached (offline): bert-tiny." in said
+    code = main(["labels", "--profile", PROFILE, "--model", "bert-tiny", "--budgets", "20", "--runs-dir",
+                 str(tmp_path / "runs"), "--data-dir", str(data_dir)])
+    err = capsys.readouterr().err
+    assert code == 2 and "no model could be loaded: hf:google/bert_uncased_L-2_H-128_A-2" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_an_unreachable_public_checkpoint_is_left_out_with_one_notice(tmp_path, capsys, monkeypatch):
     from bertcourse.course import load_course
     from bertcourse.training import compare as C

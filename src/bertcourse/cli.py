@@ -266,8 +266,9 @@ def _add_labels(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default: 0); a later one draws "
                         "fresh rows and initialisations, e.g. to check a chosen recipe on seeds that did not choose it")
     parser.add_argument("--model", action="append", metavar="MODEL",
-                        help="bert, gpt, or NAME=PRETRAINED (what finetune --pretrained accepts; NAME:gpt=... "
-                        "for a decoder); repeatable (default: bert and gpt)")
+                        help="bert, gpt, a public checkpoint of course.yml (bert-tiny, bert-mini, pythia-14m: from "
+                        "the hub, left out with a notice offline), or NAME=PRETRAINED (what finetune --pretrained "
+                        "accepts; its arch is read from it); repeatable (default: bert and gpt)")
     parser.add_argument("--max-steps", type=int, help="cap on a run's steps (default: the profile's compare run's "
                         "steps, at least 200)")
     parser.add_argument("--max-epochs", type=int, help="cap on passes over the training rows (default: 40)")

@@ -57,6 +57,14 @@ def test_budgets_and_models_are_parsed_or_refused_with_what_was_wrong():
     assert D.parse_model("mine:gpt=runs/x").arch == "gpt"
     with pytest.raises(D.LabelCurveError, match="NAME=PRETRAINED"):
         D.parse_model("roberta")
+    from bertcourse.course import load_course
+
+    public = load_course().public_checkpoints  # course.yml's names: the hub id and the arch it states
+    tiny = D.CurveModel("bert-tiny", "bert", "hf:google/bert_uncased_L-2_H-128_A-2")
+    assert D.parse_model("bert-tiny", public) == tiny
+    assert D.parse_model("pythia-14m", public).arch == "gpt" and D.parse_model("pythia-14m", public).arch_given
+    with pytest.raises(D.LabelCurveError, match=r"a public checkpoint \(bert-tiny, bert-mini, pythia-14m\)"):
+        D.parse_model("bert-huge", public)
 
 
 def test_early_stopping_keeps_the_weights_with_the_best_dev_accuracy():

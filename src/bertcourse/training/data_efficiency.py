@@ -40,7 +40,7 @@ import copy
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -124,12 +124,16 @@ class CurveModel:
     arch_given: bool = field(default=False, compare=False)
 
 
-def parse_model(text: str) -> CurveModel:
-    """`bert`, `gpt`, or `NAME=PRETRAINED` (a checkpoint path, or whatever `--pretrained` accepts), whose arch is
-    read from the checkpoint; `NAME:gpt=...` states it, and the checkpoint must agree."""
+def parse_model(text: str, public: Mapping[str, Any] | None = None) -> CurveModel:
+    """`bert`, `gpt`, a name of course.yml's `public_checkpoints` (`public`: e.g. `bert-tiny`, from the hub), or
+    `NAME=PRETRAINED` (a checkpoint path, or whatever `--pretrained` accepts), whose arch is read from the
+    checkpoint; `NAME:gpt=...` states it, and the checkpoint must agree."""
     if "=" not in text:
+        if public and text in public:
+            return CurveModel(text, public[text].arch, public[text].spec, arch_given=True)
         if text not in COURSE_MODELS:
-            raise LabelCurveError(f"--model {text!r}: give bert, gpt or NAME=PRETRAINED (a checkpoint)")
+            names = f", a public checkpoint ({', '.join(public)})" if public else ""
+            raise LabelCurveError(f"--model {text!r}: give bert, gpt{names} or NAME=PRETRAINED (a checkpoint)")
         return CurveModel(text, text)
     name, pretrained = text.split("=", 1)
     name, _, arch = name.partition(":")
@@ -243,6 +247,25 @@ def _starting_point(model: CurveModel, profile_spec: Any, runs_dir: Path, data_d
 
     return {"config": config_dict, "tokenizer": tokenizer, "described": start["described"],
             "arch": hf["arch"] if hf is not None else config.arch, "build": build}
+
+
+def _starting_points(models: Sequence[CurveModel], profile_spec: Any, runs_dir: Path, data_dir: Any,
+                     source: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each model's `_starting_point`, and {name: why} of those left out because the hub could not be reached:
+    one notice line for all of them, and the rest of the experiment runs (refused if none is left)."""
+    from bertcourse.hf_checkpoints import HubUnreachable
+
+    starts, skipped = {}, {}
+    for m in models:
+        try:
+            starts[m.name] = _starting_point(m, profile_spec, runs_dir, data_dir, source)
+        except HubUnreachable as exc:
+            skipped[m.name] = str(exc)
+    if skipped and not starts:
+        raise LabelCurveError("no model could be loaded: " + "; ".join(skipped.values()))
+    if skipped:
+        print(f"notice: left out {', '.join(skipped)} (the hub could not be reached: {next(iter(skipped.values()))})")
+    return starts, skipped
 
 
 def _dev_scores(model: Any, ids: list[list[int]], labels: torch.Tensor, device: torch.device) -> tuple[float, float]:
@@ -386,6 +409,7 @@ RESULTS_FIELDS = {
     "budgets": "labelled SST-2 train rows per point (train + dev), sorted",
     "seeds": "seeds per point (first_seed .. first_seed + seeds - 1); a seed draws the rows and initialises the run",
     "first_seed": "the first of them (0 unless --first-seed)",
+    "skipped": "{name: why} of each model left out because the hub could not be reached (offline)",
     "models": "name, arch and pretrained source of each model",
     "recipe": "LabelRecipe, the finetune block's numbers used, and the step cap",
     "validation_sentences": "SST-2 validation sentences every run is scored on once (872)",
@@ -437,10 +461,10 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         raise LabelCurveError(f"--pooling must be one of {', '.join(POOLINGS)}, got {recipe.pooling!r}")
     if recipe.learning_rate is not None and not recipe.learning_rate > 0:
         raise LabelCurveError(f"--learning-rate must be positive, got {recipe.learning_rate}")
-    models = [m if isinstance(m, CurveModel) else parse_model(m) for m in models]
+    course = load_course()
+    models = [m if isinstance(m, CurveModel) else parse_model(m, course.public_checkpoints) for m in models]
     if len({m.name for m in models}) != len(models) or not models:
         raise LabelCurveError(f"models need distinct names, got {[m.name for m in models]}")
-    course = load_course()
     profile_spec = select_profile(profile, course)  # the one look-up of the profile; passed down from here
     profile = profile_spec.name
     spec = profile_spec.finetuning()
@@ -456,8 +480,8 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
             ensure_pretrained(m.arch, profile, runs_dir, data_dir=data_dir, source=source, device=device,
                               progress=progress, profile_spec=profile_spec)
     pretrained_seconds = time.perf_counter() - began
-    starts = {m.name: _starting_point(m, profile_spec, runs_dir, data_dir, source) for m in models}
-    models = [replace(m, arch=starts[m.name]["arch"]) for m in models]  # a transformers checkpoint's own arch
+    starts, skipped = _starting_points(models, profile_spec, runs_dir, data_dir, source)
+    models = [replace(m, arch=starts[m.name]["arch"]) for m in models if m.name in starts]  # a checkpoint's own arch
     everything = replace(spec, train_rows=None)  # all 67,349 rows encoded once per tokenizer
     tokenizer_digest = {name: _tokenizer_digest(s["tokenizer"]) for name, s in starts.items()}
     encoded: dict[str, Any] = {}
@@ -551,6 +575,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
 
     results = {
         "format": LABELS_FORMAT, "profile": profile, "budgets": budgets, "seeds": seeds, "first_seed": first_seed,
+        "skipped": skipped,
         "models": [{"name": m.name, "arch": m.arch, "pretrained": str(m.pretrained or runs_dir /
                                                                       f"pretrain-{m.arch}-{profile}")}
                    for m in models],

@@ -74,7 +74,10 @@ def results_markdown(results: dict) -> str:
         f"mean ± sd over {k} seed{'s' if k > 1 else ''} ({_seed_words(k, first)}; 95% interval). A seed draws "
         "which labelled rows are used "
         "(nested across budgets) and initialises the run. Written by `bertcourse labels`; numbers in results.json.",
-        "", curve_table(results), "",
+        *(["", f"Left out, the hub could not be reached (offline): {', '.join(results['skipped'])}. Its rows need a "
+           "machine with a network (or its checkpoint in a folder: `--model NAME=FOLDER`).", ""]
+          if results.get("skipped") else [""]),
+        curve_table(results), "",
         "## The fine-tuning recipe", "",
         f"- Of the n labelled rows, every {recipe['dev_every']}th (in the seed's order, at most "
         f"{recipe['max_dev_rows']:,}) is a dev split; the network trains on the rest. The validation set is "
