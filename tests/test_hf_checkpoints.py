@@ -263,6 +263,9 @@ def test_a_label_curve_of_checkpoints_reads_their_arch_and_starts_each_run_from_
     results = D.label_curve(PROFILE, [20], seeds=2, models=models, out=tmp_path / "out", recipe=recipe,
                             runs_dir=tmp_path / "runs", data_dir=data_dir, progress=False)
     assert [(m["name"], m["arch"]) for m in results["models"]] == [("tiny", "bert"), ("dec", "gpt")]
+    cost = results["models"][0]["pretraining"]  # not a course.yml public checkpoint: its recipe is not known
+    assert cost["estimate"] and cost["tokens_seen"] is None and cost["parameters"] > 0
+    assert "| tiny | " in (tmp_path / "out" / "results.md").read_text()
     assert {(r["model"], r["kind"]) for r in results["rows"]} >= {("tiny", "pretrained"), ("dec", "scratch")}
     for first, name in ((0, "bert"), (4, "neox")):  # run order: pretrained seeds 0, 1, then scratch seeds 0, 1
         saved = load_pretrained(checkpoints[name])[0].state_dict()
@@ -293,6 +296,10 @@ def test_a_label_curve_leaves_out_an_unreachable_public_checkpoint_with_one_noti
     notices = [line for line in capsys.readouterr().out.splitlines() if line.startswith("notice:")]
     assert len(notices) == 1 and "left out bert-tiny" in notices[0] and "HF_HUB_OFFLINE" in notices[0]
     assert list(results["skipped"]) == ["bert-tiny"] and [m["name"] for m in results["models"]] == ["mine"]
+    named = D.label_curve(PROFILE, [20], seeds=1, models=[f"bert-tiny={folder}"], out=tmp_path / "named",
+                          recipe=D.LabelRecipe(max_steps=2, evaluations=1, patience=1), runs_dir=tmp_path / "runs",
+                          data_dir=data_dir, progress=False)  # BERT-Tiny downloaded to a folder: the paper's recipe
+    assert named["models"][0]["pretraining"]["tokens_seen"] == 42_598_400_000
     said = (tmp_path / "out" / "results.md").read_text()
     assert "Left out, the hub could not be reached (offline): bert-tiny." in said
     code = main(["labels", "--profile", PROFILE, "--model", "bert-tiny", "--budgets", "20", "--runs-dir",

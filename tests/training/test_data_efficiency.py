@@ -171,7 +171,7 @@ def quick_curve(pretrained_runs, tmp_path_factory, data_dir):
 def _without_timing(value):
     if isinstance(value, dict):
         return {k: _without_timing(v) for k, v in value.items()
-                if k not in ("timing", "train_seconds", "folders", "pretrained")}
+                if k not in ("timing", "train_seconds", "folders", "folder", "pretrained")}
     if isinstance(value, list):
         return [_without_timing(v) for v in value]
     return value
@@ -202,6 +202,11 @@ def test_the_report_holds_every_point_with_intervals_and_the_recipe(quick_curve,
     markdown = (out / "results.md").read_text()
     for words in ("dev split", "never seen", "every 5th", "6 steps", "TF-IDF", "Paired tests", "| 40 |"):
         assert words in markdown, words
+    # what each pretraining cost, counted from its run (2 steps of 32 blocks: at most 2 x 32 x 64 tokens)
+    for m in results["models"]:
+        cost = m["pretraining"]
+        assert cost["steps"] == 2 and 0 < cost["tokens_seen"] <= 2 * 32 * 64 and cost["flops"] > 0
+        assert f"| {m['name']} | {cost['parameters']:,} | 2 | {cost['tokens_seen']:,} |" in markdown
 
 
 @pytest.mark.slow

@@ -61,6 +61,22 @@ def seconds_text(x: float | None) -> str:
     return f"{x:.1f} s" if x < 120 else f"{x / 60:.1f} min"
 
 
+COST_HEADER = ("| model | parameters | steps | tokens seen | wall time | est. FLOPs | held-out loss "
+               "| held-out accuracy |", "|---|---|---|---|---|---|---|---|")
+
+
+def cost_line(label: str, c: dict) -> str:
+    """A row under COST_HEADER: a course run's counted cost (`compare.pretraining_cost`), or a public checkpoint's
+    estimate from its paper's recipe (`compare.public_cost`, marked `estimate`), never measured here."""
+    if c.get("estimate"):
+        tokens = "not known" if c["tokens_seen"] is None else f"~{c['tokens_seen']:,.0f} (estimate)"
+        flops = "not known" if c["flops"] is None else f"~{_si(c['flops'])} (estimate)"
+        return f"| {label} | {c['parameters']:,} | - | {tokens} | - | {flops} | - | - |"
+    tokens = f"{c['tokens_seen']:,}" + ("" if c["tokens_recorded"] else " (estimated upper bound)")
+    return (f"| {label} | {c['parameters']:,} | {c['steps']:,} | {tokens} | {seconds_text(c['train_seconds'])} | "
+            f"{_si(c['flops'])} | {c['heldout_loss']:.3f} | {_pct(c['heldout_accuracy'])}% |")
+
+
 def _table_line(row: dict) -> str:
     acc, f1, mcc = row["accuracy"], row["macro_f1"], row["mcc"]
     sd = "" if acc["sd"] is None else f" ± {_pct(acc['sd'])}"
@@ -120,21 +136,10 @@ def results_markdown(results: dict) -> str:
         low, high = t["interval"]
         lines.append(f"| {t['a']} vs {t['b']} | {100 * t['difference']:+.1f} | {100 * low:+.1f} to {100 * high:+.1f} "
                      f"| {t['p']:.4f} | {t['p_holm']:.4f} |")
-    lines += ["", f"Test: {results['statistics']['test']}", "", "## What pretraining cost", "",
-              "| model | parameters | steps | tokens seen | wall time | est. FLOPs | held-out loss "
-              "| held-out accuracy |",
-              "|---|---|---|---|---|---|---|---|"]
-    for arch, c in results["pretraining"].items():
-        tokens = f"{c['tokens_seen']:,}" + ("" if c["tokens_recorded"] else " (estimated upper bound)")
-        lines.append(f"| {arch.upper()} | {c['parameters']:,} | {c['steps']:,} | {tokens} | "
-                     f"{seconds_text(c['train_seconds'])} | {_si(c['flops'])} | {c['heldout_loss']:.3f} | "
-                     f"{_pct(c['heldout_accuracy'])}% |")
+    lines += ["", f"Test: {results['statistics']['test']}", "", "## What pretraining cost", "", *COST_HEADER]
+    lines += [cost_line(arch.upper(), c) for arch, c in results["pretraining"].items()]
     public = (results.get("public") or {}).get("checkpoints", {})
-    for name, c in public.items():
-        tokens = "not known" if c["tokens_seen"] is None else f"~{c['tokens_seen']:,.0f} (estimate)"
-        flops = "not known" if c["flops"] is None else f"~{_si(c['flops'])} (estimate)"
-        lines.append(f"| {name} ({c['arch'].upper()}, public) | {c['parameters']:,} | - | {tokens} | - | {flops} "
-                     "| - | - |")
+    lines += [cost_line(f"{name} ({c['arch'].upper()}, public)", c) for name, c in public.items()]
     lines += ["", FLOPS_FORMULA + " Body/head parameters: " + "; ".join(
         f"{arch.upper()} {c['body_parameters']:,} / {c['head_parameters']:,} (f = {c['head_share']:g})"
         for arch, c in results["pretraining"].items()) + ".",
@@ -338,6 +343,7 @@ def plot_confusion_matrices(results: dict, fig: Any = None, path: str | Path | N
 
 
 
-__all__ = ["ARCHS", "COLLAPSE_SHARE", "FLOPS_FORMULA", "INITS", "REGIMES", "collapse_note", "collapsed_seeds",
+__all__ = ["ARCHS", "COLLAPSE_SHARE", "COST_HEADER", "FLOPS_FORMULA", "INITS", "REGIMES", "collapse_note",
+           "collapsed_seeds", "cost_line",
            "plot_accuracy", "plot_confusion_matrices", "plot_learning_curves", "predicted_positive",
            "pretraining_verdicts", "results_markdown", "results_table", "seconds_text", "write_results"]

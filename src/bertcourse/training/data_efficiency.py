@@ -245,7 +245,7 @@ def _starting_point(model: CurveModel, profile_spec: Any, runs_dir: Path, data_d
                 encoder.load_state_dict(start["state"])
         return build_classifier(encoder, "full", pooling=pooling, dropout=dropout)
 
-    return {"config": config_dict, "tokenizer": tokenizer, "described": start["described"],
+    return {"config": config_dict, "tokenizer": tokenizer, "described": start["described"], "info": hf,
             "arch": hf["arch"] if hf is not None else config.arch, "build": build}
 
 
@@ -266,6 +266,23 @@ def _starting_points(models: Sequence[CurveModel], profile_spec: Any, runs_dir: 
     if skipped:
         print(f"notice: left out {', '.join(skipped)} (the hub could not be reached: {next(iter(skipped.values()))})")
     return starts, skipped
+
+
+def _pretraining_cost(model: CurveModel, start: dict[str, Any], course: Any) -> dict[str, Any]:
+    """What the model's pretraining cost, as `compare` reports it: a course run's counted tokens and FLOPs, a
+    transformers checkpoint's estimate from its paper's recipe (course.yml's `public_checkpoints`; not known for
+    others)."""
+    from bertcourse.training.compare import pretraining_cost, public_cost
+    from bertcourse.training.finetune import _read_pretrained
+
+    select_prob = course.masking.select_prob
+    if start["info"] is not None:
+        entry = next((e for name, e in course.public_checkpoints.items()
+                      if name == model.name or e.spec == str(model.pretrained)), None)
+        return public_cost(entry, start["info"], select_prob)
+    path = Path(start["described"]["path"])
+    saved, _ = _read_pretrained(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
+    return pretraining_cost(path.parent, saved, select_prob)
 
 
 def _dev_scores(model: Any, ids: list[list[int]], labels: torch.Tensor, device: torch.device) -> tuple[float, float]:
@@ -410,7 +427,8 @@ RESULTS_FIELDS = {
     "seeds": "seeds per point (first_seed .. first_seed + seeds - 1); a seed draws the rows and initialises the run",
     "first_seed": "the first of them (0 unless --first-seed)",
     "skipped": "{name: why} of each model left out because the hub could not be reached (offline)",
-    "models": "name, arch and pretrained source of each model",
+    "models": "name, arch, pretrained source and pretraining cost of each model (compare's: counted for the course's "
+              "runs, the paper's recipe for a public checkpoint, an estimate said so)",
     "recipe": "LabelRecipe, the finetune block's numbers used, and the step cap",
     "validation_sentences": "SST-2 validation sentences every run is scored on once (872)",
     "rows": "one per model x init x budget and per TF-IDF budget: kind (pretrained, scratch, tfidf), accuracy "
@@ -482,6 +500,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     pretrained_seconds = time.perf_counter() - began
     starts, skipped = _starting_points(models, profile_spec, runs_dir, data_dir, source)
     models = [replace(m, arch=starts[m.name]["arch"]) for m in models if m.name in starts]  # a checkpoint's own arch
+    costs = {m.name: _pretraining_cost(m, starts[m.name], course) for m in models}
     everything = replace(spec, train_rows=None)  # all 67,349 rows encoded once per tokenizer
     tokenizer_digest = {name: _tokenizer_digest(s["tokenizer"]) for name, s in starts.items()}
     encoded: dict[str, Any] = {}
@@ -577,8 +596,8 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         "format": LABELS_FORMAT, "profile": profile, "budgets": budgets, "seeds": seeds, "first_seed": first_seed,
         "skipped": skipped,
         "models": [{"name": m.name, "arch": m.arch, "pretrained": str(m.pretrained or runs_dir /
-                                                                      f"pretrain-{m.arch}-{profile}")}
-                   for m in models],
+                                                                      f"pretrain-{m.arch}-{profile}"),
+                    "pretraining": costs[m.name]} for m in models],
         "recipe": {**asdict(recipe), "steps_cap": steps_cap, "learning_rate": learning_rate,
                    "batch_size": spec.batch_size, "weight_decay": spec.weight_decay,
                    "warmup_fraction": spec.warmup_fraction, "head_dropout": spec.dropout,

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bertcourse.training.compare_report import COST_HEADER, FLOPS_FORMULA, cost_line
+
 FIGURE_NAME = "accuracy_vs_labels.png"
 _STYLE = {"pretrained": ("tab:blue", "o", "-"), "scratch": ("tab:orange", "s", "--"),
           "tfidf": ("tab:grey", "^", ":")}
@@ -117,8 +119,12 @@ def results_markdown(results: dict) -> str:
                      f"{100 * low:+.1f} to {100 * high:+.1f} | {t['p']:.4f} | {t['p_holm']:.4f} |")
     lines += ["", f"Interval: {results['statistics']['interval']}", "", f"Test: {results['statistics']['test']}", "",
               "Models: " + "; ".join(f"{m['name']} ({m['arch']}, pretrained weights from {m['pretrained']})"
-                                     for m in results["models"]) + ".", "",
-              f"Figure: {FIGURE_NAME} (accuracy against labels, log x, 95% intervals shaded, a dot per seed).", ""]
+                                     for m in results["models"]) + ".", ""]
+    costs = {m["name"]: m["pretraining"] for m in results["models"] if m.get("pretraining")}  # not in older reports
+    if costs:
+        lines += ["## What pretraining cost", "", *COST_HEADER, *(cost_line(name, c) for name, c in costs.items()), "",
+                  FLOPS_FORMULA, ""]
+    lines += [f"Figure: {FIGURE_NAME} (accuracy against labels, log x, 95% intervals shaded, a dot per seed).", ""]
     timing = results.get("timing", {})
     if timing:
         lines.append(f"This run took {timing['total_seconds']:.0f} s (pretraining "
