@@ -1,4 +1,4 @@
-"""Does the `cpu-long` BERT (9,000 pretraining steps) transfer where the `cpu` one (3,000) does not?
+"""Does the `cpu-long` BERT (9,000 steps when measured; the profile has 18,000 since) beat the `cpu` one (3,000)?
 
 Fine-tunes the cpu-long BERT in every regime from its pretrained weights (the profile's seeds, the
 package's `bertcourse.training.finetune`), and sets each row against the `cpu` profile's runs that
