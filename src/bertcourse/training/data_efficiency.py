@@ -29,9 +29,10 @@ resampled (seeds held fixed), and the paired tests (pretrained vs scratch, pretr
 budget) resample sentences and seeds, with Holm's correction over the family.
 
 A model is the course's `bert` or `gpt` (pretrained weights from `RUNS/pretrain-ARCH-PROFILE`, trained
-first when missing, as `compare` does) or `NAME=PRETRAINED`: whatever `bertcourse finetune --pretrained`
-accepts, given by the same `pretrained` value (`CurveModel.pretrained`); `_starting_point` is the one place
-that reads it.
+first when missing, as `compare` does), a name of course.yml's `public_checkpoints` (`bert-tiny`: from the
+hub, left out with one notice when it cannot be reached), or `NAME=PRETRAINED`: whatever `bertcourse finetune
+--pretrained` accepts, given by the same `pretrained` value (`CurveModel.pretrained`); `_starting_point` is
+the one place that reads it.
 """
 
 from __future__ import annotations
