@@ -276,6 +276,28 @@ def test_a_course_checkpoint_given_by_its_path_is_read_as_its_own_arch(pretraine
 
 
 @pytest.mark.slow
+def test_a_reused_pretraining_of_another_length_is_named_in_one_notice(pretrained_runs, tmp_path, capsys):
+    """A finished pretraining folder is reused as it is (never silently retrained); when its steps are not the
+    profile's (written before the profile changed, or by a shorter run) one line says so and how to start anew."""
+    from bertcourse.training.compare import ensure_pretrained
+
+    runs = tmp_path / "runs"
+    _copy_pretraining(pretrained_runs, runs)
+    stamp = (runs / f"pretrain-bert-{PROFILE}" / "metrics.json").stat().st_mtime_ns
+    assert ensure_pretrained("bert", PROFILE, runs) == runs / f"pretrain-bert-{PROFILE}"
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("notice: reusing the bert pretraining in ")
+    assert ": 2 steps, where profile cpu-quick asks for 60; move the folder away" in out
+    assert (runs / f"pretrain-bert-{PROFILE}" / "metrics.json").stat().st_mtime_ns == stamp  # reused, not rewritten
+    metrics = runs / f"pretrain-gpt-{PROFILE}" / "metrics.json"
+    summary = json.loads(metrics.read_text())
+    summary["history"]["step"][-1] = 60  # the profile's length: reused without a word
+    metrics.write_text(json.dumps(summary))
+    ensure_pretrained("gpt", PROFILE, runs)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.slow
 def test_the_validation_labels_choose_nothing(pretrained_runs, tmp_path, data_dir, monkeypatch):
     """The same run with the validation labels permuted: the same dev curve, chosen step and predictions.
     (The run key leaves them out for the same reason: they cannot change a run.)"""

@@ -198,7 +198,21 @@ def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = Non
         pretrain(PretrainOptions(arch=arch, profile=profile, out_dir=folder, data_dir=data_dir, source=source,
                                  resume=resume, device=device, precision=precision, progress=progress),
                  profile_spec=profile_spec)
+    else:
+        from bertcourse.course import given_profile
+
+        _notice_other_length(folder, arch, given_profile(profile, profile_spec))
     return folder
+
+
+def _notice_other_length(folder: Path, arch: str, profile_spec: Profile) -> None:
+    """One line when a finished pretraining is reused whose length is not the profile's (a folder written before
+    the profile changed, or by a shorter run): it is used as it is, and the line says how to pretrain anew."""
+    steps = (json.loads((folder / "metrics.json").read_text()).get("history", {}).get("step") or [None])[-1]
+    wanted = profile_spec.pretrain.max_steps
+    if steps is not None and steps != wanted:
+        print(f"notice: reusing the {arch} pretraining in {folder}: {steps:,} steps, where profile "
+              f"{profile_spec.name} asks for {wanted:,}; move the folder away to pretrain anew")
 
 
 def pretraining_cost(folder: Path, saved: dict, select_prob: float) -> dict[str, Any]:
