@@ -43,9 +43,9 @@ demo: install
 
 # The suite on two pytest-xdist workers, one per core (one torch/OpenMP thread each: more would only contend);
 # tests that share work made once per process go to the same worker (tests/support/worker_groups.py).
-# PYTHONDONTWRITEBYTECODE is emptied for the suite (and the lab and the demo): with it set (as on this project's machines) and the install's
-# --no-compile, every kernel, grader and subprocess would compile torch's modules from source again (~3-7 s of CPU
-# each); emptied, the first import writes the bytecode and the hundreds of later processes read it.
+# PYTHONDONTWRITEBYTECODE is emptied for the suite (and the lab and the demo): with it set (as on this project's
+# machines) and the install's --no-compile, every kernel, grader and subprocess would compile torch's modules from
+# source again (~3-7 s of CPU each); emptied, the first import writes the bytecode and later processes read it.
 WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 test: install-instructor
 	$(WRITE_BYTECODE) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)

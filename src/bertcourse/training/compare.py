@@ -208,11 +208,17 @@ def ensure_pretrained(arch: str, profile: str, runs_dir: str | Path | None = Non
 def _notice_other_length(folder: Path, arch: str, profile_spec: Profile) -> None:
     """One line when a finished pretraining is reused whose length is not the profile's (a folder written before
     the profile changed, or by a shorter run): it is used as it is, and the line says how to pretrain anew."""
-    steps = (json.loads((folder / "metrics.json").read_text()).get("history", {}).get("step") or [None])[-1]
+    steps = steps_run(json.loads((folder / "metrics.json").read_text()))
     wanted = profile_spec.pretrain.max_steps
     if steps is not None and steps != wanted:
         print(f"notice: reusing the {arch} pretraining in {folder}: {steps:,} steps, where profile "
               f"{profile_spec.name} asks for {wanted:,}; move the folder away to pretrain anew")
+
+
+def steps_run(summary: dict) -> int | None:
+    """The steps a pretraining run took, from its metrics.json (None when it recorded no step)."""
+    steps = summary.get("history", {}).get("step")
+    return steps[-1] if steps else None
 
 
 def pretraining_cost(folder: Path, saved: dict, select_prob: float) -> dict[str, Any]:
@@ -232,7 +238,7 @@ def pretraining_cost(folder: Path, saved: dict, select_prob: float) -> dict[str,
     head_own = sum(p.numel() for name, p in model.head.named_parameters() if not name.startswith("decoder"))
     body = total - tables - head_own
     head = head_own + config.vocab_size * config.d_model  # the decoder is the token embedding (tied)
-    steps = summary["history"]["step"][-1] if summary["history"].get("step") else saved["step"]
+    steps = steps_run(summary) or saved["step"]
     tokens = summary.get("tokens_seen")
     recorded = tokens is not None and summary.get("counted_from_step", 0) == 0
     if tokens is None:  # a run written before tokens were recorded: the upper bound of full blocks
@@ -299,6 +305,13 @@ STATISTICS_TEST = (
     "all the tests.")
 
 
+def public_entry(item: str, course: Any) -> tuple[str, Any] | None:
+    """(name, entry) of the course.yml public checkpoint that `item` names or gives by its spec (hf:ORG/NAME)."""
+    if item in course.public_checkpoints:
+        return item, course.public_checkpoints[item]
+    return next(((name, e) for name, e in course.public_checkpoints.items() if e.spec == item), None)
+
+
 def resolve_public(requested: list[str] | tuple[str, ...], course: Any) -> list[tuple[str, str, Any]]:
     """(name, spec, course.yml entry or None) for each requested name: a name of `public_checkpoints`, `hf:ORG/NAME`
     or a save_pretrained folder; `[]`-like "all" is the caller's (an empty list asks for nothing)."""
@@ -306,13 +319,10 @@ def resolve_public(requested: list[str] | tuple[str, ...], course: Any) -> list[
 
     chosen = []
     for item in requested:
-        entry = course.public_checkpoints.get(item)
-        if entry is not None:
-            chosen.append((item, entry.spec, entry))
-            continue
-        known = next((name for name, e in course.public_checkpoints.items() if e.spec == item), None)
+        known = public_entry(item, course)
         if known is not None:
-            chosen.append((known, item, course.public_checkpoints[known]))
+            name, entry = known
+            chosen.append((name, entry.spec, entry))
         elif is_hf_spec(item):
             chosen.append((parse_spec(item).slug, item, None))
         else:

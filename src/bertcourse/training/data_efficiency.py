@@ -273,17 +273,15 @@ def _pretraining_cost(model: CurveModel, start: dict[str, Any], course: Any) -> 
     """What the model's pretraining cost, as `compare` reports it: a course run's counted tokens and FLOPs, a
     transformers checkpoint's estimate from its paper's recipe (course.yml's `public_checkpoints`; not known for
     others)."""
-    from bertcourse.training.compare import pretraining_cost, public_cost
-    from bertcourse.training.finetune import _read_pretrained
+    from bertcourse.training.compare import pretraining_cost, public_cost, public_entry
+    from bertcourse.training.finetune import read_pretrained
 
     select_prob = course.masking.select_prob
     if start["info"] is not None:
-        entry = next((e for name, e in course.public_checkpoints.items()
-                      if name == model.name or e.spec == str(model.pretrained)), None)
-        return public_cost(entry, start["info"], select_prob)
+        known = public_entry(model.name, course) or public_entry(str(model.pretrained), course)
+        return public_cost(known[1] if known else None, start["info"], select_prob)
     path = Path(start["described"]["path"])
-    saved, _ = _read_pretrained(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
-    return pretraining_cost(path.parent, saved, select_prob)
+    return pretraining_cost(path.parent, read_pretrained(path)[0], select_prob)
 
 
 def _dev_scores(model: Any, ids: list[list[int]], labels: torch.Tensor, device: torch.device) -> tuple[float, float]:
@@ -463,6 +461,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     from bertcourse.training.data_efficiency_report import write_results
     from bertcourse.training.devices import pick_device
     from bertcourse.training.finetune import encode_sst2, predict_rows, run_key
+    from bertcourse.training.optim import check_layer_decay
 
     began = time.perf_counter()
     recipe = recipe or LabelRecipe()
@@ -474,8 +473,10 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         raise LabelCurveError(f"recipe {recipe}: dev_every >= 2, max_dev_rows, patience and evaluations >= 1")
     if not 0 <= recipe.frozen_fraction < 1:
         raise LabelCurveError(f"--frozen-fraction must be at least 0 and below 1, got {recipe.frozen_fraction}")
-    if not 0 < recipe.layer_decay <= 1:
-        raise LabelCurveError(f"--layer-decay must be above 0 and at most 1, got {recipe.layer_decay}")
+    try:
+        check_layer_decay(recipe.layer_decay, "--layer-decay")
+    except ValueError as exc:
+        raise LabelCurveError(str(exc)) from None
     if recipe.pooling is not None and recipe.pooling not in POOLINGS:
         raise LabelCurveError(f"--pooling must be one of {', '.join(POOLINGS)}, got {recipe.pooling!r}")
     if recipe.learning_rate is not None and not recipe.learning_rate > 0:

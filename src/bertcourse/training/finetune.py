@@ -187,6 +187,12 @@ def default_pretrained(arch: str, profile: str) -> Path:
     return pretraining_folder(arch, profile) / CHECKPOINT_NAME
 
 
+def read_pretrained(path: Path) -> tuple[dict, str]:
+    """A pretraining checkpoint file and the digest of its bytes, read once per file version (`_read_pretrained`)."""
+    stat = path.stat()
+    return _read_pretrained(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
 @functools.lru_cache(maxsize=2)
 def _read_pretrained(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
     """A pretraining checkpoint and the digest of its bytes, read once per file version: `compare` starts
@@ -227,7 +233,7 @@ def _starting_point(options: FinetuneOptions, profile_spec: Profile, data_dir: A
                                 "transformers checkpoint (no config.json)")
         path = path / CHECKPOINT_NAME
     if path.is_file():
-        saved, digest = _read_pretrained(path.resolve(), path.stat().st_mtime_ns, path.stat().st_size)
+        saved, digest = read_pretrained(path)
         config = saved["settings"]["model_config"]
         if options.arch is not None and config.get("arch", "bert") != options.arch:  # None: read from it
             raise FinetuneError(f"{path} holds a {config.get('arch')} model, not a {options.arch}")
@@ -401,7 +407,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
             weight = model.classifier.weight / std.to(device)
             model.classifier.bias -= weight @ mean.to(device)
             model.classifier.weight.copy_(weight)
-    return history, probabilities if step in evaluate_at else None
+    return history, probabilities  # the last evaluation is at the last step (`total` is in evaluate_at)
 
 
 def scores(labels: Any, predicted: Any, *, seed: int = 0) -> dict[str, Any]:

@@ -41,13 +41,18 @@ def adamw(model: torch.nn.Module, learning_rate: float, weight_decay: float, *,
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:blocks|layers?|h)\.(\d+)\.")  # blocks.3. (the course), layer.3. and h.3.
 
 
+def check_layer_decay(decay: float, what: str = "layer-wise decay") -> None:
+    """A decay factor must be in (0, 1]: 1 is no decay, and a lower block never learns faster than the one above."""
+    if not 0 < decay <= 1:
+        raise ValueError(f"{what} must be above 0 and at most 1, got {decay}")
+
+
 def layerwise_lr_scale(model: torch.nn.Module, decay: float) -> Callable[[str], float]:
     """Layer-wise learning-rate decay (Howard & Ruder 2018; Clark et al. 2020): with L blocks, a parameter of
     block i (0 = the lowest) learns at decay^(L - i) of the peak rate, the embeddings at decay^(L + 1), and
     everything above the blocks (final norm, pooler, the classifier's head) at the full rate. The idea: the
     lower a layer, the more general what pretraining put there, and the less fine-tuning should move it."""
-    if not 0 < decay <= 1:
-        raise ValueError(f"layer-wise decay must be above 0 and at most 1, got {decay}")
+    check_layer_decay(decay)
     names = [name for name, _ in model.named_parameters()]  # in the order the modules were built
     index = {name: int(found.group(1)) for name in names if (found := _LAYER_INDEX.search(name))}
     if not index:
@@ -68,4 +73,4 @@ def linear_schedule(total: int, warmup: int):
     return lambda s: (s + 1) / warmup if s < warmup else max(0.0, (total - s) / max(total - warmup, 1))
 
 
-__all__ = ["adamw", "layerwise_lr_scale", "linear_schedule", "lr_factor"]
+__all__ = ["adamw", "check_layer_decay", "layerwise_lr_scale", "linear_schedule", "lr_factor"]
