@@ -100,12 +100,12 @@ def seed_spread(
     The spread of these numbers is variance from the *training* run (which examples, which seed), which a
     bootstrap over the test set does not see: an honest comparison reports both.
     """
-    from tqdm.auto import tqdm
+    from bertcourse.progress import progress_bar
 
     _same_length(test_sentences=test_sentences, test_labels=test_labels)
     seeds = list(seeds)
     scores = []
-    for seed in tqdm(seeds, desc="baseline fits", disable=not progress):
+    for seed in progress_bar(seeds, desc="baseline fits", disable=not progress):
         model = fit_tfidf_baseline(train_sentences, train_labels, ngram_range=ngram_range, subsample=subsample,
                                    seed=seed)
         scores.append(accuracy(list(test_labels), model.predict(list(test_sentences)).tolist()))
@@ -270,7 +270,7 @@ def ngram_overlap_audit(
     of no leak (paraphrases, other tokenisations): the audit gives candidates to read, with the nearest
     reference sentence for each.
     """
-    from tqdm.auto import tqdm
+    from bertcourse.progress import progress_bar
 
     if not queries or not reference:
         raise EvaluationError("queries and reference must both hold sentences")
@@ -281,7 +281,7 @@ def ngram_overlap_audit(
     seen: set[tuple[str, ...]] = set()
     whole = {_normalised(q) for q in queries}
     first_copy: dict[str, int] = {}
-    for r, sentence in enumerate(tqdm(reference, desc=f"{n}-gram audit", disable=not progress)):
+    for r, sentence in enumerate(progress_bar(reference, desc=f"{n}-gram audit", disable=not progress)):
         seen.update(wanted.intersection(word_ngrams(sentence, n)))
         text = _normalised(sentence)
         if text in whole:

@@ -390,14 +390,14 @@ def train_head(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]], ste
     """`steps` AdamW steps over `batches` (cycled), each a dict of the model's forward arguments, labels
     included. Returns the loss of every step. Enough for a head's demonstration; real fine-tuning adds
     warm-up and decay (`bertcourse.training.optim`)."""
-    from tqdm.auto import tqdm
+    from bertcourse.progress import progress_bar
 
     if steps < 1 or not batches:
         raise ValueError(f"need at least one step and one batch, got {steps} steps and {len(batches)} batches")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate)
     model.train()
     losses = []
-    for step in tqdm(range(steps), desc="training the head", disable=not progress):
+    for step in progress_bar(range(steps), desc="training the head", disable=not progress):
         batch = {k: v.to(device) for k, v in batches[step % len(batches)].items()}
         loss = model(**batch).loss
         optimizer.zero_grad(set_to_none=True)

@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerFast
 
 from bertcourse.folders import cache_dir
+from bertcourse.progress import progress_bar
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, in this order
 CONTINUATION = "##"
@@ -99,7 +99,7 @@ def learn_vocabulary(word_counts: Counter[str], vocab_size: int, limit_alphabet:
     heap = [(-count, pair) for pair, count in pair_counts.items()]
     heapq.heapify(heap)
     known = set(vocab)
-    bar = tqdm(total=vocab_size - len(vocab), desc="learning WordPiece vocabulary", disable=not progress)
+    bar = progress_bar(total=vocab_size - len(vocab), desc="learning WordPiece vocabulary", disable=not progress)
     while len(vocab) < vocab_size and heap:
         negative, pair = heapq.heappop(heap)
         if pair_counts.get(pair, 0) != -negative or -negative <= 0:

@@ -74,7 +74,7 @@ def distil(student: torch.nn.Module, teacher: torch.nn.Module | None, objective:
     (the control). Both runs with one seed see the same batches and masks. `dtype`: what the forward passes
     autocast to (`devices.autocast_dtype`; None: fp32), fp16 with loss scaling (`loop.TrainStep`).
     Returns the loss per step."""
-    from tqdm.auto import tqdm
+    from bertcourse.progress import progress_bar
 
     if teacher is not None:
         teacher.eval()
@@ -87,7 +87,8 @@ def distil(student: torch.nn.Module, teacher: torch.nn.Module | None, objective:
                            schedule=lambda step: lr_factor(step, warmup, steps))
     student.train()
     log = LossLog()  # read once at the end: no wait for the device every step
-    for _ in tqdm(range(steps), desc="distil" if teacher is not None else "hard labels", disable=not progress):
+    desc = "distil" if teacher is not None else "hard labels"
+    for _ in progress_bar(range(steps), desc=desc, disable=not progress):
         rows = torch.randint(len(data), (batch_size,), generator=order).tolist()
         batch = {k: v.to(device) for k, v in objective.batch(data, rows, generator).items()}
         targets = batch["labels"][batch["labels"] != IGNORE_INDEX]

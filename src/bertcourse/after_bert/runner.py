@@ -37,7 +37,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from bertcourse import metrics, stats
 from bertcourse.after_bert.electra import Electra, rtd_evaluate
@@ -59,6 +58,7 @@ from bertcourse.data import load_corpus, wikitext_lines
 from bertcourse.errors import BertcourseError
 from bertcourse.model import BertForMLM, build_model, count_parameters
 from bertcourse.prepare_data import profile_tokenizer
+from bertcourse.progress import progress_bar
 from bertcourse.run_folders import run_folder, runs_dir
 from bertcourse.training.devices import autocast_dtype, pick_device, precision_name
 from bertcourse.training.finetune import SST2Rows, encode_sst2, pooled_features, scores
@@ -383,7 +383,7 @@ def train(model: nn.Module, objective: Objective, data: PackedData, *, steps: in
     log = LossLog()  # read once at the end: no wait for the device every step
     model.train()
     started = time.perf_counter()
-    for step in tqdm(range(1, steps + 1), desc=f"pretrain {desc}", disable=not progress):
+    for step in progress_bar(range(1, steps + 1), desc=f"pretrain {desc}", disable=not progress):
         batch = objective.batch(data, batch_indices(step, len(data), spec.batch_size, seed), generator)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         with train_step.autocast():

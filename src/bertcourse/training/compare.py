@@ -417,8 +417,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
     (default results/sst2-PROFILE). `after_run(spec, result)` is called after every fine-tuning run, reused
     or trained (a seam for a notebook's own display, and for tests that stop a compare part-way).
     """
-    from tqdm.auto import tqdm
-
+    from bertcourse.progress import progress_bar
     from bertcourse.training.checkpoint import CHECKPOINT_NAME, load_checkpoint, tokenizer_from_json
     from bertcourse.training.distributed import launched_by_torchrun
 
@@ -456,7 +455,7 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
 
     plan = run_plan(seeds)
     finished: dict[RunSpec, tuple[dict, np.ndarray, Path]] = {}
-    with tqdm(total=len(plan), desc=f"compare {profile}", unit="run", disable=not progress) as bar:
+    with progress_bar(total=len(plan), desc=f"compare {profile}", unit="run", disable=not progress) as bar:
         for number, run in enumerate(plan, 1):
             folder = run.folder(runs_dir, profile)
             options = FinetuneOptions(arch=run.arch, regime=run.regime, init=run.init, seed=run.seed,

@@ -299,10 +299,9 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
                    progress: bool = False) -> dict[str, Any]:
     """Fine-tune `model` on `train` (token rows, labels), early-stopped on `dev`; the best dev weights are left
     in `model`. Returns the dev curve, the planned steps and the step chosen. Sees no validation data."""
-    from tqdm.auto import tqdm
-
     from bertcourse.classifier import trainable_parameters
     from bertcourse.masking import pad_batch
+    from bertcourse.progress import progress_bar
     from bertcourse.training.devices import autocast_dtype
     from bertcourse.training.loop import TrainStep
     from bertcourse.training.optim import adamw, layerwise_lr_scale, linear_schedule
@@ -323,7 +322,7 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
     curve: dict[str, list] = {"step": [], "dev_accuracy": [], "dev_loss": []}
     best: tuple[float, float] | None = None
     best_state, best_step, waited, step = None, 0, 0, 0
-    bar = tqdm(total=planned, desc="fine-tune", disable=not progress, leave=False)
+    bar = progress_bar(total=planned, desc="fine-tune", disable=not progress, leave=False)
     while step < planned and waited < recipe.patience:
         order = torch.randperm(len(train_ids), generator=generator).tolist()
         for start in range(0, len(order), batch_size):
@@ -451,11 +450,10 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     `after_run(spec, reused)` is called after every network run (a seam for notebooks and for tests that stop
     the experiment part-way).
     """
-    from tqdm.auto import tqdm
-
     from bertcourse.classifier import POOLINGS
     from bertcourse.course import load_course, select_profile
     from bertcourse.data import column, load_sst2
+    from bertcourse.progress import progress_bar
     from bertcourse.stats import ALPHA, BOOTSTRAP_RESAMPLES, holm, paired_seed_bootstrap, sentence_resamples
     from bertcourse.training.compare import STATISTICS_INTERVAL, STATISTICS_TEST, ensure_pretrained
     from bertcourse.training.data_efficiency_report import write_results
@@ -516,7 +514,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
     plan = run_plan(models, budgets, seeds, first_seed)
     done: dict[RunSpec, dict] = {}
     by_name = {m.name: m for m in models}
-    with tqdm(total=len(plan), desc=f"labels {profile}", unit="run", disable=not progress) as bar:
+    with progress_bar(total=len(plan), desc=f"labels {profile}", unit="run", disable=not progress) as bar:
         for number, run in enumerate(plan, 1):
             model, start = by_name[run.model], starts[run.model]
             data = start["data"]

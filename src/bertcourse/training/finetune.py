@@ -46,7 +46,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from bertcourse import metrics, stats
 from bertcourse.classifier import SequenceClassifier, build_classifier, trainable_parameters
@@ -67,6 +66,7 @@ from bertcourse.hf_checkpoints import load_pretrained as load_hf
 from bertcourse.masking import pad_batch
 from bertcourse.model import build_model
 from bertcourse.prepare_data import profile_tokenizer
+from bertcourse.progress import progress_bar
 from bertcourse.run_folders import finetuning_folder, pretraining_folder
 from bertcourse.training.checkpoint import (
     CHECKPOINT_NAME,
@@ -361,8 +361,8 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
     generator = torch.Generator().manual_seed(options.seed)
     history: dict[str, list] = {"step": [], "loss": [], "eval_step": [], "eval_accuracy": []}
     probabilities = None
-    bar = tqdm(total=total, desc=f"finetune {options.arch} {options.regime} {options.init}",
-               disable=not (options.progress and main))
+    bar = progress_bar(total=total, desc=f"finetune {options.arch} {options.regime} {options.init}",
+                       disable=not (options.progress and main))
     # DDP: gradients averaged across processes in backward(); the MLM head of a full run trains nothing
     forward = processes.wrap(_ProbeHead(model) if probe else model, find_unused=options.regime == "full")
     step = 0

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 from tokenizers import Tokenizer
-from tqdm.auto import tqdm
 
 from bertcourse.folders import cache_dir
+from bertcourse.progress import progress_bar
 from bertcourse.training.ragged import Ragged, narrowed, smallest_dtype
 
 NOT_A_WORD = -1  # the word id of [CLS], [SEP] and padding: never part of a word
@@ -86,7 +86,7 @@ def tokenize_prefix(tokenizer: Any, sentences: Sequence[str], budget: int | None
     base = hashlib.sha256(core.to_str().encode())
     id_type = smallest_dtype(0, max(len(tokenizer) - 1, 0))
     ids, words, lengths, total = [], [], [], 0
-    bar = tqdm(total=len(sentences), desc="tokenizing", unit=" sentences", delay=2, disable=not progress)
+    bar = progress_bar(total=len(sentences), desc="tokenizing", unit=" sentences", delay=2, disable=not progress)
     for start in range(0, len(sentences), chunk):
         part = sentences[start : start + chunk]
         flat, part_words, offsets = _cached_encoding(core, part, base.copy(), bar)

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from bertcourse.config import ARCHITECTURES, ModelConfig
 from bertcourse.course import Profile, given_profile, load_course, select_profile
@@ -39,6 +38,7 @@ from bertcourse.data import load_corpus
 from bertcourse.errors import BertcourseError
 from bertcourse.model import GPT, BertForMLM, build_model, describe
 from bertcourse.prepare_data import profile_tokenizer
+from bertcourse.progress import progress_bar
 from bertcourse.run_folders import pretraining_folder
 from bertcourse.training.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -286,7 +286,8 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         elif saved is not None:
             print(f"resuming from step {step} of {max_steps}")
     model.train()
-    bar = tqdm(total=max_steps, initial=step, desc=f"pretrain {options.arch}", disable=not (options.progress and main))
+    bar = progress_bar(total=max_steps, initial=step, desc=f"pretrain {options.arch}",
+                       disable=not (options.progress and main))
     started, tokens_seen = time.perf_counter(), 0
     log = LossLog()  # the losses stay on the device until `read_log` (no wait for the GPU every step)
     # what the run spent before a resume (a checkpoint older than this record: counted from its step on)

@@ -18,8 +18,6 @@ from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from bertcourse.course import Course, Exercise
 from bertcourse.errors import BertcourseError
 from bertcourse.grading.batch.feedback import FEEDBACK_MODE, warm_up, write_feedback
@@ -27,6 +25,7 @@ from bertcourse.grading.batch.layout import Job
 from bertcourse.grading.batch.records import QUIET_NOTES, Record, empty_result, without_paths
 from bertcourse.grading.engine import Grader
 from bertcourse.grading.results import NotebookResult
+from bertcourse.progress import progress_bar
 
 # What one lane grades: (course, job, {grade_id: points} of the exercise, submissions folder, feedback folder,
 # the feedback pages' permissions).
@@ -175,7 +174,7 @@ class GradingLanes:
                 self.pool.submit(os.getpid)  # a pool forks its lanes on its first task: now, as above
 
     def __iter__(self) -> Iterator[Record]:
-        with tqdm(total=len(self.tasks), unit="nb", desc="grading", disable=not self.progress or not self.tasks,
+        with progress_bar(total=len(self.tasks), unit="nb", desc="grading", disable=not self.progress or not self.tasks,
                   file=sys.stderr) as bar:
             if self.pool is None:
                 for task in self.tasks:
@@ -206,7 +205,7 @@ class GradingLanes:
         none right now; with wait=True (nothing in flight here) only when there will be none, so it may
         wait for one. It is asked only from this process, never while a lane's result waits to be taken.
         """
-        with tqdm(unit="nb", desc="grading", disable=not self.progress, file=sys.stderr) as bar:
+        with progress_bar(unit="nb", desc="grading", disable=not self.progress, file=sys.stderr) as bar:
             if self.pool is None:
                 while (task := feed(True)) is not None:
                     bar.set_postfix_str(task[1].label, refresh=False)
