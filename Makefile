@@ -88,8 +88,8 @@ setup-cells: install-instructor
 	$(BIN)/python -c 'from bertcourse.notebook import write_setup_cells; write_setup_cells()'
 	$(BIN)/bertcourse release
 
-# The lessons executed on the cpu profile, written back with their outputs and provenance (README, "Lesson
-# outputs"; hours from an empty runs/, minutes when it holds the pretrained models).
+# The lessons executed on the cpu profile, written back with their outputs and provenance (docs/developing.md,
+# "Lesson outputs"; hours from an empty runs/, minutes when it holds the pretrained models).
 lesson-outputs: install
 	$(BIN)/bertcourse execute-lessons --profile cpu
 

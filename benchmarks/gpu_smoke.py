@@ -1,5 +1,5 @@
-"""The `gpu` profile on a real GPU, in one command of at most ~8 minutes: the figures the README's GPU table
-needs, and every training path the lessons take run once on CUDA.
+"""The `gpu` profile on a real GPU, in one command of at most ~8 minutes: the figures the GPU table of
+docs/training-beyond-one-machine.md needs, and every training path the lessons take run once on CUDA.
 
 A maintainer with a CUDA GPU (a Colab T4, say) runs, from the repository root,
 
@@ -7,7 +7,7 @@ A maintainer with a CUDA GPU (a Colab T4, say) runs, from the repository root,
     python benchmarks/gpu_smoke.py --steps 1000 --precision fp16         # a longer look at one precision
 
 and pastes the markdown it prints (also written to `--out`: gpu_smoke.md and gpu_smoke.json) into
-benchmarks/README.md ("The GPU check") and README.md ("Pretraining on a GPU"). Its parts:
+benchmarks/README.md ("The GPU check") and docs/training-beyond-one-machine.md ("The `gpu` profile"). Its parts:
 
 1. **pretraining** (lesson 3's path, `bertcourse.training.pretrain.pretrain`, the profile's model, batch, schedule and
    precision: `auto` is bf16 on a GPU with bf16 in hardware, compute capability 8.0+, and fp16 with loss
@@ -26,7 +26,7 @@ benchmarks/README.md ("The GPU check") and README.md ("Pretraining on a GPU"). I
      sentences holding steps x batch x 128 tokens, as `bertcourse pretrain` packs), and the passes of the
      full profile over the whole corpus, ESTIMATED from the blocks per character of the part packed (exact
      when the steps packed all of it). By default (`--corpus course`) the course corpus: WikiText-103's
-     data work alone takes ~15 minutes on Colab's CPUs (README), past this check's budget; step times and
+     data work alone takes ~15 minutes on Colab's CPUs (docs/), past this check's budget; step times and
      memory do not depend on the corpus. `--corpus profile` takes the profile's own (WikiText-103 too);
 2. **precisions**: `--precision-steps` steps of the profile's model on fixed random batches through the
    loop's own step (`bertcourse.training.loop.TrainStep`: autocast, fp16 loss scaling, clipping, fused AdamW) in

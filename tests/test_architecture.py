@@ -321,16 +321,16 @@ def test_folder_rules_catch_an_upward_import():
 
 def test_each_folder_imports_only_downwards():
     wrong = folder_violations(import_graph())
-    assert not wrong, f"imports against the folder rules (see README 'How the code is organised'): {wrong}"
+    assert not wrong, f"imports against the folder rules (see docs/developing.md 'How the code is organised'): {wrong}"
 
 
-def test_readme_module_table_lists_every_module_once():
-    """The README's module table names each module of the top level, training/ and after_bert/ exactly once,
-    and the grading/ and authoring/ folders; nothing it names is missing from the tree."""
+def test_module_table_lists_every_module_once():
+    """The module table of docs/developing.md names each module of the top level, training/ and after_bert/
+    exactly once, and the grading/ and authoring/ folders; nothing it names is missing from the tree."""
     import re
 
-    readme = (PACKAGE_ROOT.parent / "README.md").read_text(encoding="utf-8")
-    table = readme.split("<!-- module-table:", 1)[1].split("\n\n", 1)[0]
+    guide = (PACKAGE_ROOT.parent / "docs" / "developing.md").read_text(encoding="utf-8")
+    table = guide.split("<!-- module-table:", 1)[1].split("\n\n", 1)[0]
     named = re.findall(r"`([\w/]+(?:\.py|/))`", "\n".join(line.split("|")[1] for line in table.splitlines()
                                                               if line.startswith("| `")))
     package = PACKAGE_ROOT / "bertcourse"
@@ -338,6 +338,6 @@ def test_readme_module_table_lists_every_module_once():
     tree += [str(p.relative_to(package)) for wing in ("training", "after_bert")
              for p in (package / wing).glob("*.py") if p.name != "__init__.py"]
     tree += ["grading/", "authoring/"]
-    assert sorted(named) == sorted(set(named)), "a module is named twice in the README's table"
+    assert sorted(named) == sorted(set(named)), "a module is named twice in docs/developing.md's table"
     assert sorted(named) == sorted(tree), {"not in the table": sorted(set(tree) - set(named)),
                                            "not in the tree": sorted(set(named) - set(tree))}

@@ -183,7 +183,8 @@ def test_every_edge_resolves_the_profile_by_the_same_rule(no_profile_variable, t
 
     assert build_parser().parse_args(["pretrain"]).profile is None  # resolved by the command, not argparse
     assert resolve_profile(None, course) == "cpu-quick" == grader_profile()
-    assert pick_profile() == "cpu"  # a lesson, unconfigured on a laptop: results that teach (README)
+    # a lesson, unconfigured on a laptop: results that teach (docs/training-beyond-one-machine.md, "Profiles")
+    assert pick_profile() == "cpu"
     no_profile_variable.setenv("BERTCOURSE_PROFILE", "cpu")
     assert pick_profile() == "cpu" == grader_profile()
     assert grader_profile(profile="gpu") == "gpu"

@@ -131,7 +131,7 @@ def _add_execute_lessons(subparsers: argparse._SubParsersAction) -> None:
         help="run the lesson notebooks on a profile and write their outputs, with provenance (instructors)",
         description="Execute the lessons (default: all, in course.yml's order, later ones reusing what earlier "
         "ones trained) with nbclient on the profile, and write each back with its outputs, the run's provenance "
-        "in the notebook metadata and a hash of every code cell's source (README, 'Lesson outputs'). A lesson "
+        "in the notebook metadata and a hash of every code cell's source (docs/developing.md). A lesson "
         "that fails is not written. --clear strips them back to no outputs instead.",
     )
     parser.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids or notebook paths (default: all)")

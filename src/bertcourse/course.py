@@ -26,8 +26,8 @@ PROFILE_VARIABLE = "BERTCOURSE_PROFILE"
 QUICK_PROFILE = "cpu-quick"  # seconds-long runs: tests, CI, and every run that only checks that code works
 GPU_PROFILE = "gpu"
 # What a lesson notebook runs on a machine without a GPU when nothing is configured: results that teach,
-# about ten minutes of pretraining on a 2-core laptop (lesson 3), reused by lessons 4 and 6 (README,
-# "Running the notebooks"). Commands, tests, grading and CI keep QUICK_PROFILE.
+# about ten minutes of pretraining on a 2-core laptop (lesson 3), reused by lessons 4 and 6
+# (docs/training-beyond-one-machine.md, "Profiles"). Commands, tests, grading and CI keep QUICK_PROFILE.
 LESSON_CPU_PROFILE = "cpu"
 
 

@@ -39,7 +39,7 @@ def test_exercises_and_solutions_are_committed_without_outputs(path):
 
 
 # Lessons committed without outputs so far. Told explicitly, lesson by lesson: every other lesson must carry
-# the outputs of a run with its provenance (`bertcourse execute-lessons`, README "Lesson outputs"). Take a
+# the outputs of a run with its provenance (`bertcourse execute-lessons`, docs/developing.md "Lesson outputs"). Take a
 # lesson out of this set when its outputs are committed; a lesson left here that has outputs fails.
 NOT_EXECUTED_YET: set[str] = set()  # every lesson is committed executed; name one here only while it runs
 

@@ -9,7 +9,7 @@ writes, with the outputs:
 - in every code cell's metadata (`bertcourse.source_sha256`): a hash of the source that produced its outputs.
 
 `stale_cells` compares the two; tests/notebooks/test_notebooks.py fails on any lesson whose code changed after
-its outputs were made (regenerate with `bertcourse execute-lessons`, README "Lesson outputs").
+its outputs were made (regenerate with `bertcourse execute-lessons`, docs/developing.md "Lesson outputs").
 """
 
 from __future__ import annotations

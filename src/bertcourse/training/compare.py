@@ -423,7 +423,8 @@ def compare(profile: str | None = None, seeds: int | None = None, out: str | Pat
 
     if launched_by_torchrun():  # a second process group in the same torchrun processes hung when tried
         raise BertcourseError("`bertcourse compare` runs on one process: start it without torchrun (its "
-                              "pretraining and single fine-tuning runs can use torchrun, README)")
+                              "pretraining and single fine-tuning runs can use torchrun: "
+                              "docs/training-beyond-one-machine.md)")
     from bertcourse.course import load_course, select_profile
     from bertcourse.training.finetune import FinetuneOptions, encode_sst2, finetune
 
