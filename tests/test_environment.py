@@ -194,7 +194,7 @@ def test_the_students_dependencies_leave_colabs_kernel_packages_alone():
 
 
 def test_the_setup_cell_pins_the_kernels_packages():
-    from bertcourse.notebook import COLAB_KEEP
+    from bertcourse.colab import COLAB_KEEP
 
     assert {"torch", *COLAB_PINNED} <= set(COLAB_KEEP)
 

@@ -46,101 +46,112 @@ def colab_badge(path: str, repository: str | None = None, branch: str | None = N
 
 COLAB_CLONE = "/content/bertcourse"
 NOTEBOOK_FOLDERS = ("lessons", "solutions")  # exercises/ is generated from solutions/ by `bertcourse release`
-# What pip may add to a Colab runtime but never replace: the CUDA build of torch Colab ships, the kernel's
-# own packages (a newer IPython or traitlets under a running kernel breaks it at the next restart; Colab pins
-# IPython 7.34), and pyarrow, which pandas has usually imported already. pyarrow alone is let go when no
-# `datasets` the course accepts works with it (`_SETUP_TEMPLATE`: the cell then asks for a restart).
-COLAB_KEEP = ("torch", "ipython", "ipykernel", "traitlets", "jupyter-client")
-COLAB_KEEP_IF_POSSIBLE = ("pyarrow",)
+# The set-up cell's tags: `colab-setup` names it (`write_setup_cells` finds it again), `remove-cell` keeps it out
+# of the course website (myst-nb drops such cells: the site is read, never run).
+COLAB_SETUP_TAG = "colab-setup"
+COLAB_SETUP_TAGS = (COLAB_SETUP_TAG, "remove-cell")
 
-# The set-up block, filled in by `setup_cell_source`. No blank line (see there). `_run` raises with the
-# command's own output: `!git` / `!pip` magics never raise, so a failed clone used to leave a cell that
-# looked done and a kernel that could not import the course. BERTCOURSE_ROOT is set only after success,
-# so running the cell again retries.
+# The set-up cell, filled in by `setup_cell_source`: a Colab form (collapsed to its title) that clones the course
+# and hands over to `bertcourse/colab.py` in the clone. The clone stays here because the course is not installed
+# yet; `_git` raises with git's own output: a `!git` magic never raises, so a failed clone used to leave a cell
+# that looked done. GIT_TERMINAL_PROMPT=0: a wrong or private address fails instead of waiting for a password.
 _SETUP_TEMPLATE = """\
-# Colab: install the course into this runtime, no restart needed (does nothing elsewhere).
-# Generated from course.yml by `make setup-cells`: edit that, not this block.
-import os, sys
+#@title Colab set-up: installs the course in this runtime (does nothing elsewhere) { display-mode: "form" }
+@DRIVE_PARAM@# Generated from course.yml by `make setup-cells`; the install's steps: src/bertcourse/colab.py.
+import os, subprocess, sys
 if "google.colab" in sys.modules and "BERTCOURSE_ROOT" not in os.environ:
-    import importlib, importlib.metadata, pathlib, shutil, subprocess
-    _course, _url, _branch = pathlib.Path(@CLONE@), "https://github.com/@REPOSITORY@", @BRANCH@
-    def _run(command, fix):
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            said = (done.stdout + done.stderr).strip()[-3000:]
-            raise RuntimeError(f"`{' '.join(command)}` failed (exit code {done.returncode}):\\n{said}\\n\\n{fix}")
-    if not (_course / "course.yml").is_file():
-        shutil.rmtree(_course, ignore_errors=True)  # what a failed or interrupted clone left
-        _run(["git", "clone", "-q", "--depth", "1", "--branch", _branch, _url, str(_course)],
-             f"Could not download the course: repository {_url}, branch {_branch}. Check that this runtime "
-             "is online and that the repository and branch exist and are public. The address comes from "
-             "`repository` and `branch` in the course's course.yml (the course's authors change it there and "
-             "run `make setup-cells`); you may also edit _url and _branch above. Run this cell again to retry.")
-    def _pins(names):  # name==version of each one installed
-        found = {}
-        for name in names:
-            try:
-                found[name] = importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                pass
-        return [f"{name}=={version}" for name, version in found.items()]
-    _kept, _kept_if_possible = @KEEP@, @KEEP_IF_POSSIBLE@
-    _before, _constraints = _pins(_kept_if_possible), _course.parent / "bertcourse-constraints.txt"
-    _pip = [sys.executable, "-m", "pip", "install", "-q", "-c", str(_constraints), str(_course)]
-    _constraints.write_text("\\n".join(_pins(_kept) + _before) + "\\n")
-    if subprocess.run(_pip, capture_output=True, text=True).returncode != 0:
-        _constraints.write_text("\\n".join(_pins(_kept)) + "\\n")  # maybe no datasets fits that pyarrow: let it go
-        _run(_pip, f"pip could not install the course from {_course} (its output is above). Run this cell again "
-                   "to retry; if it fails again, Runtime > Disconnect and delete runtime, then run it again.")
-        _moved = [pin for pin in _before if pin not in _pins(_kept_if_possible)]
-        if any(pin.partition("==")[0] in sys.modules for pin in _moved):
-            print(f"pip replaced {', '.join(_moved)}, already loaded in this runtime: Runtime > Restart "
-                  "session, then run this cell again (it only checks the install then).")
-    importlib.invalidate_caches()
-    os.environ["BERTCOURSE_ROOT"] = str(_course)"""
+    import runpy, shutil
+    _course, _url, _branch = @CLONE@, "https://github.com/@REPOSITORY@", @BRANCH@
+    if not os.path.isfile(f"{_course}/course.yml"):  # not cloned yet, or a failed clone left a part
+        shutil.rmtree(_course, ignore_errors=True)
+        print(f"Downloading the course from {_url} ...")
+        _git = subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", _branch, _url, _course],
+                              capture_output=True, text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        if _git.returncode != 0:
+            raise RuntimeError(f"`git clone {_url}` (branch {_branch}) failed:\\n{_git.stderr.strip()}\\n\\n"
+                               "Check that this runtime is online and that the repository and branch exist and "
+                               "are public: they are `repository` and `branch` in the course's course.yml. "
+                               "Run this cell again to retry.")
+    runpy.run_path(f"{_course}/src/bertcourse/colab.py")["install"](_course)"""
 
-_DRIVE_LINES = """\
-USE_DRIVE = False  # True: keep runs and prepared data in your Google Drive, for later sessions and lessons
-if USE_DRIVE:  # Colab asks you first; elsewhere set BERTCOURSE_RUNS and BERTCOURSE_CACHE to any folder
+_DRIVE_PARAM = """\
+#@markdown Tick USE_DRIVE to keep runs and prepared data in your Google Drive for later sessions and lessons
+#@markdown (Colab asks you first; elsewhere set BERTCOURSE_RUNS and BERTCOURSE_CACHE to any folder).
+USE_DRIVE = False  #@param {type:"boolean"}
+"""
+_DRIVE_LINES = """
+if USE_DRIVE:
     from bertcourse.notebook import use_drive
     use_drive()"""
 
 
 def setup_cell_source(repository: str | None = None, branch: str | None = None, clone_dir: str = COLAB_CLONE,
                       drive: bool = False) -> str:
-    """The block that opens every notebook's first code cell: in Colab, install the course into the live kernel.
+    """The source of every notebook's Colab set-up cell: in Colab, install the course into the live kernel.
 
-    Why not `pip install -e`: an editable install is a `.pth` file, read only when Python starts, so the
-    running kernel could not import the course until a restart. A regular install puts the package in
-    site-packages, which the kernel already searches (`invalidate_caches` makes it look again). A constraints
-    file pins what the runtime must keep (`COLAB_KEEP`): pip may add or upgrade other packages, never those.
-    pip runs as `sys.executable -m pip`, the kernel's own interpreter. A failed clone or install raises with
-    the command's output and what to do; BERTCOURSE_ROOT (which points the course at the clone: course.yml,
-    the hidden checks) is set only after both succeeded, so running the cell again retries.
-    `drive=True` (lessons) adds the opt-in to keep runs and caches in Google Drive (`use_drive`).
-    The block has no blank line, so `write_setup_cells` can tell it from the notebook's own imports.
+    Short on purpose: a Colab form shows only its title, and the steps live in the package
+    (`bertcourse.colab.install`), where they are tested. A failed clone or install raises with the command's
+    output and what to do; BERTCOURSE_ROOT is set only after both succeeded, so running the cell again retries.
+    `drive=True` (lessons) adds the opt-in to keep runs and caches in Google Drive (`use_drive`), a checkbox.
     """
     if repository is None or branch is None:
         from bertcourse.course import load_course
 
         info = load_course().course
         repository, branch = repository or info.repository, branch or info.branch
-    block = (_SETUP_TEMPLATE.replace("@CLONE@", json.dumps(clone_dir)).replace("@REPOSITORY@", repository)
-             .replace("@BRANCH@", json.dumps(branch)).replace("@KEEP@", repr(COLAB_KEEP))
-             .replace("@KEEP_IF_POSSIBLE@", repr(COLAB_KEEP_IF_POSSIBLE)))
-    return block + ("\n" + _DRIVE_LINES if drive else "")
+    source = (_SETUP_TEMPLATE.replace("@CLONE@", json.dumps(clone_dir)).replace("@REPOSITORY@", repository)
+              .replace("@BRANCH@", json.dumps(branch)).replace("@DRIVE_PARAM@", _DRIVE_PARAM if drive else ""))
+    return source + (_DRIVE_LINES if drive else "")
 
 
-def _with_setup_block(source: str, block: str) -> str:
-    """`source` (a first code cell) with its leading Colab block replaced by `block`, or `block` put first."""
-    head, sep, rest = source.partition("\n\n")
-    if "google.colab" in head:
-        return block + sep + rest
-    return block + ("\n\n" + source if source.strip() else "")
+def _setup_metadata(cell: Any) -> None:
+    """Mark `cell` as the set-up cell: collapsed to a form in Colab, tagged (`COLAB_SETUP_TAGS`)."""
+    cell.metadata["cellView"] = "form"
+    tags = cell.metadata.setdefault("tags", [])
+    tags.extend(tag for tag in COLAB_SETUP_TAGS if tag not in tags)
+
+
+def _place_setup_cell(notebook: Any, source: str) -> bool:
+    """Make the first code cell of `notebook` the set-up cell holding `source`; whether anything changed.
+
+    The set-up cell is a cell of its own before the notebook's first code (its imports stay in sight, out of
+    the collapsed form). An older notebook whose first code cell opens with the set-up block (the block, a
+    blank line, the imports) is split in two. A notebook executed with provenance (`authoring.lesson_outputs`)
+    keeps its record in step, because the set-up cell does nothing outside Colab, where lessons are executed:
+    the set-up cell gets the hash of its source (it has no outputs), and a split cell that was in step gets the
+    hash of its remaining code (its outputs came from that code); a cell that was stale stays stale.
+    """
+    import nbformat
+
+    from bertcourse.authoring.lesson_outputs import KEY, source_hash
+
+    index, cell = next(((i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code"), (None, None))
+    if cell is None:
+        raise ValueError("no code cell to put the Colab set-up before")
+    before = nbformat.writes(notebook)
+    executed = "provenance" in notebook.metadata.get(KEY, {})
+    if COLAB_SETUP_TAG not in cell.metadata.get("tags", []):
+        head, _, rest = cell.source.partition("\n\n")
+        if "google.colab" in head:  # the older form: the block opened the cell
+            record = cell.metadata.get(KEY, {})
+            if executed and record.get("source_sha256") == source_hash(cell.source):
+                record["source_sha256"] = source_hash(rest)
+            cell.source = rest
+        if cell.source.strip():
+            cell = nbformat.v4.new_code_cell()
+            cell["id"] = COLAB_SETUP_TAG  # not a random one: the notebook's diff stays the same at every run
+            notebook.cells.insert(index, cell)
+        else:  # only the block was there: that cell becomes the set-up cell
+            cell.outputs, cell.execution_count = [], None
+    cell.source = source
+    _setup_metadata(cell)
+    if executed:
+        cell.metadata[KEY] = {"source_sha256": source_hash(source)}
+    return nbformat.writes(notebook) != before
 
 
 def write_setup_cells(root: str | Path | None = None) -> list[Path]:
-    """Put `setup_cell_source()` at the top of the first code cell of every lesson and solution notebook.
+    """Put `setup_cell_source()` in a set-up cell before the first code of every lesson and solution notebook.
 
     Returns the notebooks it changed. Run `bertcourse release` afterwards to carry the change to exercises/.
     """
@@ -152,15 +163,14 @@ def write_setup_cells(root: str | Path | None = None) -> list[Path]:
     course = load_course(root)
     changed = []
     for folder in NOTEBOOK_FOLDERS:
-        block = setup_cell_source(course.course.repository, course.course.branch, drive=folder == "lessons")
+        source = setup_cell_source(course.course.repository, course.course.branch, drive=folder == "lessons")
         for path in content_files(course.root / folder, "*.ipynb"):
             notebook = nbformat.read(path, as_version=4)
-            cell = next((c for c in notebook.cells if c.cell_type == "code"), None)
-            if cell is None:
-                raise ValueError(f"{path} has no code cell to hold the Colab set-up")
-            source = _with_setup_block(cell.source, block)
-            if source != cell.source:
-                cell.source = source
+            try:
+                moved = _place_setup_cell(notebook, source)
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from exc
+            if moved:
                 nbformat.write(notebook, path)
                 changed.append(path)
     return changed

@@ -15,7 +15,7 @@ import pytest
 from bertcourse.authoring.lesson_outputs import has_outputs, provenance, stale_cells
 from bertcourse.course import load_course
 from bertcourse.folders import content_files
-from bertcourse.notebook import colab_badge, contents_table, lesson_number, setup_cell_source
+from bertcourse.notebook import COLAB_SETUP_TAGS, colab_badge, contents_table, lesson_number, setup_cell_source
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(
@@ -77,12 +77,16 @@ def test_first_cell_opens_this_notebook_in_colab_and_the_next_installs_the_cours
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS)
-def test_first_code_cell_starts_with_the_generated_colab_setup(path):
-    first_code = "".join(next(c for c in _cells(path) if c["cell_type"] == "code")["source"])
-    block = setup_cell_source(drive=path.startswith("lessons/"))  # lessons offer Google Drive for their runs
-    assert first_code == block or first_code.startswith(block + "\n\n"), (
-        f"{path}: the Colab set-up is not the one generated from course.yml: run `make setup-cells`"
-    )
+def test_first_code_cell_is_the_generated_colab_setup_collapsed_and_left_out_of_the_website(path):
+    first_code = next(c for c in _cells(path) if c["cell_type"] == "code")
+    source = setup_cell_source(drive=path.startswith("lessons/"))  # lessons offer Google Drive for their runs
+    assert "".join(first_code["source"]) == source, (
+        f"{path}: the Colab set-up is not the one generated from course.yml: run `make setup-cells`")
+    assert source.startswith("#@title ") and len(source.splitlines()) <= 25, "a short Colab form, titled"
+    assert first_code["metadata"].get("cellView") == "form", f"{path}: the set-up cell must open collapsed in Colab"
+    assert set(COLAB_SETUP_TAGS) <= set(first_code["metadata"].get("tags", [])), (
+        f"{path}: the set-up cell must carry the tags {COLAB_SETUP_TAGS} (the website leaves it out)")
+    assert not first_code.get("outputs"), f"{path}: the set-up cell does nothing outside Colab: no outputs"
 
 
 # Runs in a fresh interpreter standing in for a Colab kernel: the checkout's own (editable) copy of the
