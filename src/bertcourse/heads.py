@@ -386,26 +386,36 @@ def year_number_questions(sentences: Sequence[str], sentences_per_context: int =
 
 
 def train_head(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]], steps: int, learning_rate: float,
-               device: torch.device | str = "cpu", progress: bool = True) -> list[float]:
+               device: torch.device | str = "cpu", progress: bool = True, precision: str = "auto") -> list[float]:
     """`steps` AdamW steps over `batches` (cycled), each a dict of the model's forward arguments, labels
     included. Returns the loss of every step. Enough for a head's demonstration; real fine-tuning adds
-    warm-up and decay (`bertcourse.training.optim`)."""
+    warm-up and decay (`bertcourse.training.optim`).
+
+    The steps are the course's one training step (`bertcourse.training.loop.TrainStep`): `precision` means
+    what it means for `bertcourse finetune` (on a T4 "auto" is fp16 with loss scaling), so a head trains
+    on a GPU as fast as the lesson's fine-tuning does. The batches are moved to the device once (a lesson's
+    few dozen are reused every epoch), and the losses are read once at the end, not once per step.
+    """
     from bertcourse.progress import progress_bar
+    from bertcourse.training.devices import autocast_dtype, to_device
+    from bertcourse.training.loop import LossLog, TrainStep
 
     if steps < 1 or not batches:
         raise ValueError(f"need at least one step and one batch, got {steps} steps and {len(batches)} batches")
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    train_step = TrainStep(torch.optim.AdamW(trained, lr=learning_rate), trained, device=device,
+                           dtype=autocast_dtype(device, precision), grad_clip=None)
+    on_device = [to_device(batch, device) for batch in batches]
+    log = LossLog()
     model.train()
-    losses = []
     for step in progress_bar(range(steps), desc="training the head", disable=not progress):
-        batch = {k: v.to(device) for k, v in batches[step % len(batches)].items()}
-        loss = model(**batch).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        with train_step.autocast():
+            loss = model(**on_device[step % len(on_device)]).loss
+        train_step.backward(loss)
+        train_step.step()
+        log.add(loss=loss)
     model.eval()
-    return losses
+    return log.read()["loss"]
 
 
 def batched(rows: Iterable[Any], size: int) -> list[list[Any]]:

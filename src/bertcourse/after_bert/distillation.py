@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from bertcourse.errors import BertcourseError
 from bertcourse.masking import IGNORE_INDEX
+from bertcourse.training.devices import to_device
 from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.optim import adamw, lr_factor
 from bertcourse.training.packing import PackedData
@@ -90,7 +91,7 @@ def distil(student: torch.nn.Module, teacher: torch.nn.Module | None, objective:
     desc = "distil" if teacher is not None else "hard labels"
     for _ in progress_bar(range(steps), desc=desc, disable=not progress):
         rows = torch.randint(len(data), (batch_size,), generator=order).tolist()
-        batch = {k: v.to(device) for k, v in objective.batch(data, rows, generator).items()}
+        batch = to_device(objective.batch(data, rows, generator), device)
         targets = batch["labels"][batch["labels"] != IGNORE_INDEX]
         with train_step.autocast():
             out = student(**batch)

@@ -25,6 +25,7 @@ from bertcourse.after_bert.variants import BertVariant, VariantSpec, build_varia
 from bertcourse.config import ModelConfig
 from bertcourse.masking import IGNORE_INDEX
 from bertcourse.model import BertForMLM, LMOutput, init_linear_
+from bertcourse.training.devices import to_device
 
 RTD_WEIGHT = 50.0  # lambda: the discriminator's loss is ~50x smaller per token than the generator's MLM loss
 GENERATOR_FRACTION = 0.25  # the generator's width as a share of the discriminator's
@@ -139,7 +140,7 @@ def rtd_evaluate(model: Electra, batches: list[dict[str, torch.Tensor]], device:
     correct = replaced = caught = tokens = 0
     try:
         for batch in batches:
-            batch = {k: v.to(device) for k, v in batch.items()}
+            batch = to_device(batch, device)
             out = model(**batch, sampler=sampler)
             real = out.rtd_labels != IGNORE_INDEX
             guess, truth = (out.rtd_logits > 0)[real], out.rtd_labels[real] == 1

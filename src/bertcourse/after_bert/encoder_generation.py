@@ -27,6 +27,7 @@ import torch
 
 from bertcourse.errors import BertcourseError
 from bertcourse.masking import IGNORE_INDEX
+from bertcourse.training.devices import to_device
 
 
 class GenerationError(BertcourseError, ValueError):
@@ -109,7 +110,7 @@ def masked_token_hits(model: Any, batches: Sequence[dict[str, torch.Tensor]], ma
     try:
         with torch.no_grad():
             for batch in batches:
-                batch = {k: v.to(device) for k, v in batch.items()}
+                batch = to_device(batch, device)
                 allowed = mask_for_length(batch["input_ids"].shape[1])
                 hidden = encode_with_mask(model, batch["input_ids"], allowed, batch.get("attention_mask"),
                                           batch.get("token_type_ids"))

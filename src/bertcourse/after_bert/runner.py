@@ -60,7 +60,7 @@ from bertcourse.model import BertForMLM, build_model, count_parameters
 from bertcourse.prepare_data import profile_tokenizer
 from bertcourse.progress import progress_bar
 from bertcourse.run_folders import run_folder, runs_dir
-from bertcourse.training.devices import autocast_dtype, pick_device, precision_name
+from bertcourse.training.devices import autocast_dtype, pick_device, precision_name, to_device
 from bertcourse.training.finetune import SST2Rows, encode_sst2, pooled_features, scores
 from bertcourse.training.flops import step_flops
 from bertcourse.training.heldout import evaluate, target_losses, unigram_baseline
@@ -327,9 +327,8 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
         objective = MaskedLM(shared.tokenizer, shared.course.masking)
 
     model = build_variant_model(variant, config, seed).to(torch_device)
-    first = {k: v.to(torch_device) for k, v in
-             objective.batch(data, batch_indices(1, len(data), spec.batch_size, seed),
-                             torch.Generator().manual_seed(seed)).items()}
+    first = to_device(objective.batch(data, batch_indices(1, len(data), spec.batch_size, seed),
+                                      torch.Generator().manual_seed(seed)), torch_device)
     flops = training_flops(model, first)
     train_steps = 0 if variant == "random" else steps
     matched = None
@@ -385,7 +384,7 @@ def train(model: nn.Module, objective: Objective, data: PackedData, *, steps: in
     started = time.perf_counter()
     for step in progress_bar(range(1, steps + 1), desc=f"pretrain {desc}", disable=not progress):
         batch = objective.batch(data, batch_indices(step, len(data), spec.batch_size, seed), generator)
-        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        batch = to_device(batch, device)
         with train_step.autocast():
             loss, parts = _loss_of(model, batch)
         train_step.backward(loss)

@@ -300,15 +300,15 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
     """Fine-tune `model` on `train` (token rows, labels), early-stopped on `dev`; the best dev weights are left
     in `model`. Returns the dev curve, the planned steps and the step chosen. Sees no validation data."""
     from bertcourse.classifier import trainable_parameters
-    from bertcourse.masking import pad_batch
     from bertcourse.progress import progress_bar
-    from bertcourse.training.devices import autocast_dtype
+    from bertcourse.training.devices import DeviceRows, autocast_dtype
     from bertcourse.training.loop import TrainStep
     from bertcourse.training.optim import adamw, layerwise_lr_scale, linear_schedule
 
     train_ids, train_labels = train
     planned = min(recipe.max_epochs * math.ceil(len(train_ids) / batch_size), steps_cap)
     check_every = max(1, math.ceil(planned / recipe.evaluations))
+    rows = DeviceRows(train_ids, device, labels=train_labels)  # padded once, on the device: a step indexes them
     # the course's one training step: autocast, fp16 loss scaling, clipping after unscaling, the schedule
     lr_scale = layerwise_lr_scale(model, recipe.layer_decay) if recipe.layer_decay != 1 else None
     train_step = TrainStep(adamw(model, learning_rate, weight_decay, lr_scale=lr_scale),
@@ -327,10 +327,9 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
         order = torch.randperm(len(train_ids), generator=generator).tolist()
         for start in range(0, len(order), batch_size):
             index = order[start : start + batch_size]
-            ids, attention = pad_batch([train_ids[i] for i in index], 0)
             model.train()
             with train_step.autocast():
-                loss = model(ids.to(device), attention.to(device), labels=train_labels[index].to(device)).loss
+                loss = model(**rows.batch(index)).loss
             train_step.backward(loss)
             train_step.step()
             step += 1

@@ -6,6 +6,9 @@ dtype (`autocast_dtype`) here, so a `--precision` means the same thing in every 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
+
 import torch
 
 from bertcourse.errors import BertcourseError
@@ -85,5 +88,62 @@ def precision_name(dtype: torch.dtype | None) -> str:
     return next(name for name, value in _AUTOCAST_DTYPES.items() if value == dtype)
 
 
+@overload
+def to_device(tensors: torch.Tensor, device: torch.device | str) -> torch.Tensor: ...
+@overload
+def to_device(tensors: Mapping[str, torch.Tensor], device: torch.device | str) -> dict[str, torch.Tensor]: ...
+@overload
+def to_device(tensors: Sequence[torch.Tensor], device: torch.device | str) -> tuple[torch.Tensor, ...]: ...
+def to_device(tensors: Any, device: torch.device | str) -> Any:
+    """A batch (a tensor, or a dict or tuple of them) on `device`, without making the CPU wait for the GPU.
 
-__all__ = ["PRECISIONS", "autocast_dtype", "cpu_has_native_bf16", "pick_device", "precision_name"]
+    Every training loop of the course moves its batches here. On CUDA a CPU tensor is first copied into
+    pinned (page-locked) memory and then sent with `non_blocking=True`: the copy is queued behind the step
+    the GPU is still running and the CPU goes on to build the next batch. `non_blocking=True` on ordinary
+    (pageable) memory does nothing: the driver stages the copy itself and the CPU waits for it, i.e. for
+    the GPU's whole queue. Elsewhere (the CPU, MPS) a plain `.to(device)`: there is nothing to overlap.
+    """
+    device = torch.device(device)
+    if isinstance(tensors, torch.Tensor):
+        if device.type != "cuda" or tensors.device.type != "cpu":
+            return tensors.to(device)
+        return tensors.pin_memory().to(device, non_blocking=True)
+    if isinstance(tensors, tuple | list):
+        return tuple(to_device(value, device) for value in tensors)
+    return {name: to_device(value, device) for name, value in tensors.items()}
+
+
+class DeviceRows:
+    """Token rows (lists of ids), and their labels, padded once and kept on the device: a step's batch is
+    then an index, not a copy.
+
+    For data small enough to sit on the GPU whole (SST-2's sentences, a label curve's rows): each step
+    picks its rows there and cuts them to the longest one, which gives exactly the tensors `pad_batch` gives
+    for those rows, without padding and copying them again every step.
+    """
+
+    def __init__(self, rows: Sequence[Sequence[int]], device: torch.device | str,
+                 labels: torch.Tensor | None = None, pad_value: int = 0):
+        from bertcourse.masking import pad_batch
+
+        if labels is not None and len(labels) != len(rows):
+            raise ValueError(f"{len(rows)} rows but {len(labels)} labels")
+        ids, attention = pad_batch(rows, pad_value)
+        self.device = torch.device(device)
+        self.lengths = attention.sum(1)  # stays on the CPU: a batch's width is read without a wait
+        self.tensors = to_device({"input_ids": ids, "attention_mask": attention}, self.device)
+        if labels is not None:
+            self.tensors["labels"] = to_device(labels, self.device)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, index: Sequence[int]) -> dict[str, torch.Tensor]:
+        """`input_ids`, `attention_mask` [B, the batch's longest row] (and `labels` [B]) of rows `index`."""
+        width = int(self.lengths[list(index)].max())
+        rows = to_device(torch.as_tensor(index, dtype=torch.long), self.device)
+        return {name: value[rows] if name == "labels" else value[rows, :width] for name, value in self.tensors.items()}
+
+
+__all__ = ["PRECISIONS", "DeviceRows", "autocast_dtype", "cpu_has_native_bf16", "pick_device", "precision_name",
+           "to_device"]

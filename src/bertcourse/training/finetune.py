@@ -76,7 +76,7 @@ from bertcourse.training.checkpoint import (
     save_checkpoint,
     tokenizer_from_json,
 )
-from bertcourse.training.devices import autocast_dtype, precision_name
+from bertcourse.training.devices import DeviceRows, autocast_dtype, precision_name, to_device
 from bertcourse.training.distributed import Processes, is_main_process
 from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.optim import adamw, linear_schedule
@@ -296,7 +296,7 @@ def predict_rows(model: SequenceClassifier, ids: list[list[int]], device: torch.
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = np.zeros((len(ids), model.classifier.out_features), dtype=np.float64)
     for index, batch_ids, attention in _batches(ids, order, batch_size):
-        logits = model(batch_ids.to(device), attention.to(device)).logits
+        logits = model(*to_device((batch_ids, attention), device)).logits
         out[index] = torch.softmax(logits.float(), -1).cpu().numpy()
     return out
 
@@ -308,7 +308,7 @@ def pooled_features(model: SequenceClassifier, ids: list[list[int]], device: tor
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = torch.zeros(len(ids), model.classifier.in_features)
     for index, batch_ids, attention in _batches(ids, order, 256):
-        out[index] = model.pool(batch_ids.to(device), attention.to(device)).float().cpu()
+        out[index] = model.pool(*to_device((batch_ids, attention), device)).float().cpu()
     return out
 
 
@@ -344,9 +344,12 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
         train_x = pooled_features(model, data.train_ids, device)
         val_x = pooled_features(model, data.validation_ids, device)
         mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-6)
-        train_x, val_x = (train_x - mean) / std, (val_x - mean) / std
+        # on the device once: a step then indexes them there (no copy of its rows, no wait)
+        train_x, val_x = to_device(((train_x - mean) / std, (val_x - mean) / std), device)
+        train_labels = to_device(data.train_labels, device)
         epochs, batch_size = spec.probe_epochs, PROBE_BATCH
-    else:
+    else:  # the sentences padded once, on the device (a step indexes them)
+        rows = DeviceRows(data.train_ids, device, labels=data.train_labels)
         epochs, batch_size = spec.epochs, spec.batch_size
     steps_per_epoch = math.ceil(len(data.train_ids) / batch_size)
     total = min(epochs * steps_per_epoch, options.max_steps or math.inf)
@@ -370,14 +373,15 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
         order = torch.randperm(len(data.train_ids), generator=generator).tolist()
         for start in range(0, len(order), batch_size):
             index = processes.shard(order[start : start + batch_size])  # one process: the whole batch
-            labels = data.train_labels[index].to(device)
+            if probe:
+                picked = to_device(torch.tensor(index), device)
+                batch = {"pooled": train_x[picked], "labels": train_labels[picked]}
+            else:
+                batch = rows.batch(index)
+            labels = batch["labels"]
             model.train()
             with train_step.autocast():
-                if probe:
-                    loss = forward(train_x[index].to(device), labels).loss
-                else:
-                    ids, attention = pad_batch([data.train_ids[i] for i in index], 0)
-                    loss = forward(ids.to(device), attention.to(device), labels=labels).loss
+                loss = forward(**batch).loss
             # weighted by this share's rows (one target per row); the curve gets the global batch's mean
             loss, global_loss, _ = processes.global_mean(loss, {"labels": labels, "attention_mask": labels})
             train_step.backward(loss)
@@ -393,7 +397,7 @@ def _train(model: SequenceClassifier, data: SST2Rows, spec: FinetuneSpec, option
                 if probe:
                     model.eval()
                     with torch.no_grad():
-                        predicted = model.head(val_x.to(device)).logits.argmax(-1).cpu()
+                        predicted = model.head(val_x).logits.argmax(-1).cpu()
                 else:
                     probabilities = predict_rows(model, data.validation_ids, device)
                     predicted = torch.from_numpy(probabilities.argmax(1))

@@ -49,7 +49,7 @@ from bertcourse.training.checkpoint import (
     save_checkpoint,
     tokenizer_from_json,
 )
-from bertcourse.training.devices import autocast_dtype, precision_name
+from bertcourse.training.devices import autocast_dtype, precision_name, to_device
 from bertcourse.training.distributed import Processes, is_main_process, rank_seed
 from bertcourse.training.heldout import evaluate
 from bertcourse.training.loop import LossLog, TrainStep
@@ -313,7 +313,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         step += 1
         indices = processes.shard(batch_indices(step, len(train_data), spec.batch_size, options.seed))
         batch = objective.batch(train_data, indices, masking_generator)
-        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        batch = to_device(batch, device)
         with train_step.autocast():
             loss = objective.loss(forward, batch)
         loss, global_loss, batch_tokens = processes.global_mean(loss, batch)  # one process: unchanged
