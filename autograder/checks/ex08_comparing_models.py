@@ -29,7 +29,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from _common import binomial_interval_ok, concept_answer, global_draws, reseed_globals
+from _common import binomial_interval_ok, binomial_range, concept_answer, global_draws, reseed_globals
+
+from bertcourse.grading import Diagnosis
 
 TOL = 1e-9
 AHEAD_A, AHEAD_B = "A ahead beyond the noise", "B ahead beyond the noise"
@@ -176,13 +178,27 @@ def test_both_models_resampled_on_the_same_sentences(student):
         "but the interval has a width")
 
 
-@pytest.mark.check(cell="paired_interval_checks", points=2.0,
+NORMAL_APPROXIMATION = ("the interval's ends are quantiles of the resampled statistics themselves: never the "
+                        "estimate +- z standard deviations (a normal approximation is symmetric, and a bootstrap "
+                        "of a few rare values is not)")
+
+
+def assert_within_every_resample(got, smallest: float, largest: float, what: str) -> None:
+    """A percentile interval lies between the smallest and the largest statistic a resample can have."""
+    if got[0] < smallest - 1e-9 or got[1] > largest + 1e-9:
+        raise Diagnosis(NORMAL_APPROXIMATION, f"{what}, every resample lies in [{smallest:g}, {largest:g}], but the "
+                                              f"interval ({got[0]:.4f}, {got[1]:.4f}) reaches beyond")
+
+
+@pytest.mark.check(cell="paired_interval_checks", points=3.0,
                    feedback="the interval is the alpha/2 and 1 - alpha/2 quantiles (alpha split between the tails) "
-                            "of the resampled mean differences, n sentences drawn WITH replacement per resample")
+                            "of the resampled mean differences themselves (not +- z standard deviations), n "
+                            "sentences drawn WITH replacement per resample")
 def test_paired_interval_quantiles(student):
-    for n, ones, alpha, seed in ((600, 150, 0.4, 23), (300, 210, 0.5, 24)):
+    for n, ones, alpha, seed in ((600, 150, 0.4, 23), (300, 210, 0.5, 24), (400, 2, 0.1, 27), (500, 497, 0.1, 28)):
         a, b = planted_01(n, ones, seed)
         got = student_paired(student, a, b, n_resamples=4000, alpha=alpha, seed=seed)
+        assert_within_every_resample(got[1:], 0.0, 1.0, f"with {ones} of {n} paired differences 1 and the rest 0")
         assert binomial_interval_ok(got[1:], n, ones, alpha, 4000), (
             f"the interval is not where the alpha/2 and 1 - alpha/2 quantiles of the paired bootstrap lie "
             f"(alpha={alpha})")
@@ -200,7 +216,7 @@ def assert_seeded(student, call, what: str) -> None:
     assert any(call(seed) != first for seed in range(11, 21)), f"{what}: every seed gave the same result"
 
 
-@pytest.mark.check(cell="paired_interval_checks", points=1.0,
+@pytest.mark.check(cell="paired_interval_checks", points=0.5,
                    feedback="draw from your own generator seeded with `seed`: same seed, same interval; never the "
                             "global one; credited once the interval is right")
 def test_paired_interval_seed(student):
@@ -210,7 +226,7 @@ def test_paired_interval_seed(student):
                   "paired_interval")
 
 
-@pytest.mark.check(cell="paired_interval_checks", points=1.0,
+@pytest.mark.check(cell="paired_interval_checks", points=0.5,
                    feedback="draw exactly n_resamples resamples: the argument, not a fixed count; credited once the "
                             "interval is right")
 def test_paired_interval_honours_n_resamples(student):
@@ -252,10 +268,12 @@ def test_accuracy_is_the_seed_average(student):
 
 @pytest.mark.check(cell="accuracy_interval_checks", points=2.0,
                    feedback="resample SENTENCES (columns) with replacement, the same ones for every seed, not single "
-                            "(seed, sentence) cells; quantiles alpha/2 and 1 - alpha/2")
+                            "(seed, sentence) cells; the interval: the alpha/2 and 1 - alpha/2 quantiles of the "
+                            "resampled accuracies themselves (not +- z standard deviations)")
 def test_accuracy_interval_resamples_sentences(student):
-    for k, n, right, alpha, seed in ((4, 872, 741, 0.4, 32), (3, 300, 210, 0.5, 33)):
+    for k, n, right, alpha, seed in ((4, 872, 741, 0.4, 32), (3, 300, 210, 0.5, 33), (3, 400, 2, 0.1, 38)):
         got = student_accuracy(student, agreeing_seeds(k, n, right, seed), n_resamples=4000, alpha=alpha, seed=seed)
+        assert_within_every_resample(got[1:], 0.0, 1.0, f"with {k} seeds that agree on {n} sentences")
         assert binomial_interval_ok(got[1:], n, right, alpha, 4000), (
             f"the interval is not where the quantiles of the sentence bootstrap lie (alpha={alpha})")
 
@@ -273,7 +291,35 @@ def test_accuracy_interval_holds_the_seeds_fixed(student):
         "interval has a width")
 
 
+def disagreeing_seeds(n: int, high: int, seed: int) -> torch.Tensor:
+    """Four seeds that disagree: on `high` of the n sentences three seeds (drawn at random) are right, on the others
+    one. Each sentence's share of seeds right is 0.75 or 0.25, so a resampled accuracy is exactly
+    0.25 + 0.5 * Binomial(n, high/n) / n, while each seed alone is right on about half (or a quarter) of them."""
+    rng = np.random.default_rng(seed)
+    right = np.full(n, 1)
+    right[rng.permutation(n)[:high]] = 3
+    correct = np.zeros((4, n), dtype=bool)
+    for j, r in enumerate(right):
+        correct[rng.permutation(4)[:r], j] = True
+    return torch.tensor(correct)
+
+
 @pytest.mark.check(cell="accuracy_interval_checks", points=1.0,
+                   feedback="one interval for the seed-averaged accuracy: each resample scores ALL the seeds on the "
+                            "same sentences; not an interval per seed, then averaged (each seed's own interval is as "
+                            "wide as one run's, while the average over seeds varies less)")
+def test_accuracy_interval_on_seeds_that_disagree(student):
+    for n, high, alpha, seed in ((600, 300, 0.4, 36), (400, 2, 0.1, 37)):
+        got = student_accuracy(student, disagreeing_seeds(n, high, seed), n_resamples=4000, alpha=alpha, seed=seed)
+        assert_within_every_resample(got[1:], 0.25, 0.75, "every sentence has a quarter or three quarters of the "
+                                                          "seeds right, so")
+        scaled = [(v - 0.25) / 0.5 for v in got[1:]]
+        assert binomial_interval_ok(scaled, n, high, alpha, 4000), (
+            f"on four seeds that disagree, the interval ({got[1]:.4f}, {got[2]:.4f}) is not where the quantiles of "
+            f"the seed-averaged accuracy over resampled sentences lie (alpha={alpha})")
+
+
+@pytest.mark.check(cell="accuracy_interval_checks", points=0.5,
                    feedback="draw from your own generator seeded with `seed`: same seed, same interval; never the "
                             "global one; credited once the interval is right")
 def test_accuracy_interval_seed(student):
@@ -283,7 +329,7 @@ def test_accuracy_interval_seed(student):
                   "accuracy_interval")
 
 
-@pytest.mark.check(cell="accuracy_interval_checks", points=1.0,
+@pytest.mark.check(cell="accuracy_interval_checks", points=0.5,
                    feedback="draw exactly n_resamples resamples: the argument, not a fixed count; credited once the "
                             "interval is right")
 def test_accuracy_interval_honours_n_resamples(student):
@@ -324,6 +370,55 @@ def seed_effect(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(a), torch.tensor(b)
 
 
+def close_call(seed: int, seeds: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """`seeds` identical seeds per model (seed resampling changes nothing); A right and B wrong on 11 of 1,000
+    sentences, B right and A wrong on 9, everything else shared: d = 0.002, well within the sentence noise."""
+    rng = np.random.default_rng(seed)
+    a = rng.random(1000) < 0.7
+    b = a.copy()
+    split = rng.permutation(1000)[:20]
+    a[split[:11]], b[split[:11]] = True, False
+    a[split[11:]], b[split[11:]] = False, True
+    return torch.tensor(np.repeat(a[None], seeds, 0)), torch.tensor(np.repeat(b[None], seeds, 0))
+
+
+def _close_call_tails() -> dict[str, float]:
+    """Exact chances, for one resample of `close_call`'s sentences, that d* - d lands in each tail: with X and Y
+    the resampled counts of A's 11 and B's 9 sentences (a multinomial), (X - Y - 2) / 1000 is d* - d."""
+    tails = {"two-sided": 0.0, "two-sided, strict": 0.0, "upper": 0.0, "lower": 0.0, "upper, strict": 0.0,
+             "lower, strict": 0.0}
+    n, pa, pb = 1000, 11 / 1000, 9 / 1000
+    for x in range(90):
+        for y in range(90):
+            mass = math.exp(math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(y + 1) - math.lgamma(n - x - y + 1)
+                            + x * math.log(pa) + y * math.log(pb) + (n - x - y) * math.log1p(-pa - pb))
+            gap = x - y - 2
+            for name, hit in (("two-sided", abs(gap) >= 2), ("two-sided, strict", abs(gap) > 2),
+                              ("upper", gap >= 2), ("lower", gap <= -2), ("upper, strict", gap > 2),
+                              ("lower, strict", gap < -2)):
+                tails[name] += mass * hit
+    return tails
+
+
+CLOSE_CALL = _close_call_tails()
+
+
+def one_sided(student) -> bool:
+    """Whether paired_seed_test's p counts one tail only: on `close_call`, where two-sided p is about 0.74, its
+    count of extreme resamples is a plausible Binomial(2000, one tail's chance) and not a two-sided one."""
+    a, b = close_call(46)
+    _, p = student_test(student, a, b, n_resamples=2000, seed=5)
+    count = p * 2001 - 1
+    two_low = binomial_range(2000, CLOSE_CALL["two-sided, strict"])[0]
+    low = binomial_range(2000, min(CLOSE_CALL["upper, strict"], CLOSE_CALL["lower, strict"]))[0]
+    high = binomial_range(2000, max(CLOSE_CALL["upper"], CLOSE_CALL["lower"]))[1]
+    return low <= count <= high < two_low
+
+
+ONE_SIDED = ("p counts the resamples beyond |d| on ONE side only: the test asks whether A and B differ in either "
+             "direction, so count |d* - d| >= |d| (both tails)")
+
+
 def assert_finds_a_planted_difference(student, resamples: int = 1000) -> float:
     a, b = planted_difference(40)
     difference, p = student_test(student, a, b, n_resamples=resamples, seed=0)
@@ -360,7 +455,24 @@ def test_seeds_are_resampled(student):
     assert_finds_a_planted_difference(student)
     a, b = seed_effect(43)
     _, p = student_test(student, a, b, n_resamples=1000, seed=3)
+    if p <= 0.25 and one_sided(student):
+        raise Diagnosis(ONE_SIDED, f"a gap made by one seed of A got p = {p:.3f}, and p on a close call is one tail's")
     assert p > 0.25, "a gap made by one seed of A (90% and 50% right, against B's 65% and 65%) came out significant"
+
+
+@pytest.mark.check(cell="paired_seed_test_checks", points=1.0,
+                   feedback="resample the SENTENCES in every resample too (the same ones for both models), not only "
+                            "the seeds: with one seed per model, resampling seeds alone never moves the difference, "
+                            "so any gap would come out significant; credited once a planted difference is found")
+def test_sentences_are_resampled_with_the_seeds(student):
+    assert_finds_a_planted_difference(student)
+    for seeds, seed in ((1, 6), (3, 7)):
+        a, b = close_call(47 + seeds, seeds)
+        difference, p = student_test(student, a, b, n_resamples=1000, seed=seed)
+        # every correct implementation: p >= 0.47 but with chance < 1e-8 (CLOSE_CALL's strict two-sided tail)
+        assert p > 0.2, (
+            f"with {seeds} identical seed{'s' * (seeds > 1)} per model and A ahead by 11 sentences to 9 of 1,000, "
+            f"p = {p:.4f}: a gap that other sentences would often reverse came out significant")
 
 
 @pytest.mark.check(cell="paired_seed_test_checks", points=1.0,
@@ -370,10 +482,12 @@ def test_identical_models_get_p_1(student):
     assert_finds_a_planted_difference(student)
     a = torch.tensor(np.random.default_rng(44).random((3, 400)) < 0.75)
     difference, p = student_test(student, a, a.clone(), n_resamples=300, seed=4)
+    if p != 1.0 and one_sided(student):
+        raise Diagnosis(ONE_SIDED, f"two identical models got p = {p:.3f}")
     assert difference == 0.0 and p == 1.0, "two identical models did not get difference 0 and p = 1"
 
 
-@pytest.mark.check(cell="paired_seed_test_checks", points=1.0,
+@pytest.mark.check(cell="paired_seed_test_checks", points=0.5,
                    feedback="p = (1 + the number of extreme resamples) / (1 + n_resamples): the observed data counts "
                             "as one resample, so p is never 0")
 def test_p_counts_the_observed_data(student):
@@ -383,7 +497,7 @@ def test_p_counts_the_observed_data(student):
     assert abs(count - round(count)) < 1e-6 and round(count) >= 0, "p is not (1 + a count) / (1 + n_resamples)"
 
 
-@pytest.mark.check(cell="paired_seed_test_checks", points=1.0,
+@pytest.mark.check(cell="paired_seed_test_checks", points=0.5,
                    feedback="draw from your own generator seeded with `seed`: same seed, same p; never the global "
                             "one; credited once a planted difference is found")
 def test_paired_seed_test_seed(student):
@@ -414,13 +528,17 @@ def test_verdict_names_the_model_ahead(student):
 
 
 @pytest.mark.check(cell="verdict_checks", points=1.0,
-                   feedback="a difference whose p is not below alpha is within the noise, whatever its sign or "
-                            "size; credited once the models ahead are named")
+                   feedback="a difference whose p is not below alpha (p >= alpha, p = alpha included) is within "
+                            "the noise, whatever its sign or size; credited once the models ahead are named")
 def test_verdict_within_the_noise(student):
     assert_names_who_is_ahead(student)
     for difference, p in ((0.03, 0.2), (-0.1, 0.06), (0.0, 1.0), (0.5, 0.07)):
         assert student_verdict(student, difference, p) == NO_DIFFERENCE, (
             "a difference with p not below alpha was called a lead")
+    for difference, p, alpha in ((0.03, 0.05, 0.05), (-0.2, 0.1, 0.1)):
+        if student_verdict(student, difference, p, alpha=alpha) != NO_DIFFERENCE:
+            raise Diagnosis("p equal to alpha is not below alpha: a lead needs p < alpha (strictly), so p = alpha "
+                            "is within the noise", f"p = alpha = {alpha} was called a lead")
 
 
 @pytest.mark.check(cell="verdict_checks", points=1.0,
@@ -432,12 +550,19 @@ def test_verdict_alpha_is_an_argument(student):
 
 
 # ----------------------------------------------------------------------------- part 6: finetune_over_seeds
-# A planted 3-class task (8 features, Gaussian classes), `bertcourse.evaluation.tiny_classifier` models built
-# in the worker through the notebook's `partial`, and the judge's own run of the recipe as the reference. Each
-# check varies one thing: a fixed initialisation (`init_seed`) isolates the data order and the modes, lr = 0
-# isolates the initialisation and the evaluation. Trained rows may differ from the reference on at most
-# TRAINED_SLACK of the examples (another correct way of writing the loss may round differently); every
-# misconception proven in tests/checks moves 5% or more.
+# A planted 3-class task (8 features, Gaussian classes) and `bertcourse.evaluation.tiny_classifier` models built in
+# the worker through the notebook's `partial`. Each check reads one property and is blind to the others, so one
+# mistake costs one check:
+# - what the models saw, in which order and mode, from the model's own log (`log=`, read back as data): the modes
+#   at training and at evaluation, the batch order of each epoch (any generator of the student's own, any way of
+#   drawing a permutation);
+# - the models as built (lr = 0 and epochs = 0: a hard-coded learning rate or epoch count changes nothing), compared
+#   with the judge's own `torch.manual_seed(s)` then build;
+# - what training did, on batches that are all the same (so that no order, and no generator, can change it) and a
+#   fixed initialisation, compared with the judge's run of the recipe; a check accepts the runs of the mistakes
+#   it is not about (a loss summed over the batch, a model carried over), which other checks catch. Trained rows
+#   may differ from the reference on at most TRAINED_SLACK of the examples (another correct way of writing the
+#   loss may round differently); every misconception proven in tests/checks moves 10% or more.
 
 TRAINED_SLACK = 0.02
 N_FEATURES, N_CLASSES = 8, 3
@@ -456,23 +581,28 @@ def planted_task(seed: int = 1, batches: int = 8, batch: int = 12, n_eval: int =
 
 
 TRAIN, EVAL = planted_task()
+ORDERED, _ = planted_task(seed=2, batches=12, batch=4)  # twelve batches: two orders coincide with chance 1/12!
+SAME = planted_task(seed=3, batches=1, batch=24)[0] * 6  # six copies of one batch: every order trains alike
 
 
-def reference_rows(seeds, *, epochs=1, lr=0.1, **model) -> torch.Tensor:
-    """The recipe of the contract, run in the judge."""
+def reference_rows(train, seeds, *, epochs=1, lr=0.1, summed=False, carried=False, **model) -> torch.Tensor:
+    """The recipe of the contract, run in the judge (`summed`: the loss summed over the batch; `carried`: the
+    first seed's model trained on for every seed, two mistakes that other checks catch)."""
     from bertcourse.evaluation import tiny_classifier
 
-    state, rows = torch.random.get_rng_state(), []
+    state, rows, net = torch.random.get_rng_state(), [], None
     for seed in seeds:
         torch.manual_seed(seed)
-        net = tiny_classifier(N_FEATURES, N_CLASSES, **model)
+        built = tiny_classifier(N_FEATURES, N_CLASSES, **model)
+        net = net if carried and net is not None else built
         optimizer = torch.optim.SGD(net.parameters(), lr=lr)
         order = torch.Generator().manual_seed(seed)
         net.train()
         for _ in range(epochs):
-            for i in torch.randperm(len(TRAIN), generator=order).tolist():
+            for i in torch.randperm(len(train), generator=order).tolist():
                 optimizer.zero_grad()
-                torch.nn.functional.cross_entropy(net(TRAIN[i][0]), TRAIN[i][1]).backward()
+                torch.nn.functional.cross_entropy(net(train[i][0]), train[i][1],
+                                                  reduction="sum" if summed else "mean").backward()
                 optimizer.step()
         net.eval()
         with torch.no_grad():
@@ -481,20 +611,39 @@ def reference_rows(seeds, *, epochs=1, lr=0.1, **model) -> torch.Tensor:
     return torch.stack(rows)
 
 
-def student_rows(student, seeds, *, epochs=1, lr=0.1, **model) -> torch.Tensor:
+def run_student(student, train, seeds, *, epochs=1, lr=0.1, log=None, **model):
+    if log is not None:
+        model["log"] = log
     make_model = student.call("partial", student.ref("tiny_classifier"), N_FEATURES, N_CLASSES, **model)
-    value = student.call("finetune_over_seeds", make_model, TRAIN, EVAL, list(seeds), epochs=epochs, lr=lr)
+    return student.call("finetune_over_seeds", make_model, train, EVAL, list(seeds), epochs=epochs, lr=lr)
+
+
+def as_rows(value, seeds, strict: bool) -> torch.Tensor:
+    """The student's table as a bool tensor; `strict=False` reads predicted classes as right/wrong (returning
+    predictions is one mistake, which `test_rows_are_each_seeds_correctness` alone grades)."""
     if isinstance(value, (list, tuple)):
         try:
-            value = torch.tensor([[bool(v) for v in row] for row in value])
+            value = torch.tensor([[int(v) for v in row] for row in value])
         except (TypeError, ValueError):
             raise AssertionError("finetune_over_seeds must return a (seeds, examples) table of True/False") from None
     assert isinstance(value, torch.Tensor) and tuple(value.shape) == (len(seeds), len(EVAL[1])), (
         "finetune_over_seeds must return one row per seed and one column per evaluation example")
+    if not strict and value.dtype != torch.bool and not value.is_floating_point() and int(value.max()) > 1:
+        value = value == EVAL[1]
     assert value.dtype == torch.bool or bool(((value == 0) | (value == 1)).all()), (
         "finetune_over_seeds must return whether each example was predicted right (True/False), "
         "not the predictions or the logits")
     return value.bool()
+
+
+def student_rows(student, train, seeds, *, strict: bool = False, **options) -> torch.Tensor:
+    return as_rows(run_student(student, train, seeds, **options), seeds, strict)
+
+
+def rows_differ(got: torch.Tensor, expected: torch.Tensor, slack: float) -> float:
+    """The largest share of examples on which a row differs from the reference, when above `slack` (else 0)."""
+    worst = max(float((row != ref).double().mean()) for row, ref in zip(got, expected, strict=True))
+    return worst if worst > slack else 0.0
 
 
 def assert_rows(got: torch.Tensor, expected: torch.Tensor, seeds, slack: float, what: str) -> None:
@@ -503,73 +652,137 @@ def assert_rows(got: torch.Tensor, expected: torch.Tensor, seeds, slack: float, 
         assert differ <= slack, f"{what}: the row of seed {seed} differs on {differ:.1%} of the examples"
 
 
+def assert_trained_as(got: torch.Tensor, seeds, accepted: list[dict], what: str, **options) -> None:
+    """The rows are those of the recipe, or of a mistake in `accepted[1:]` (caught by another check)."""
+    worst = [rows_differ(got, reference_rows(SAME, seeds, init_seed=0, **options, **variant), TRAINED_SLACK)
+             for variant in accepted]
+    assert min(worst) == 0.0, f"{what}: a row differs from the recipe's on {worst[0]:.1%} of the examples"
+
+
+def student_log(student, train, seeds, **options) -> list:
+    log = student.put([])
+    run_student(student, train, seeds, log=log, **options)
+    return student.get(log)
+
+
+def batch_index(values: list[float], train) -> int | None:
+    """Which batch of `train` a forward pass saw (by its first input column), None for another input."""
+    for i, (inputs, _) in enumerate(train):
+        column = inputs[:, 0].tolist()
+        if len(values) == len(column) and all(math.isclose(a, b, abs_tol=1e-5) for a, b in zip(values, column)):
+            return i
+    return None
+
+
+EVAL_COLUMN = {round(v, 4) for v in EVAL[0][:, 0].tolist()}
+
+
+def passes(log: list, train) -> list[list[int]]:
+    """The training forward passes of a one-seed run, as batch indices, cut into passes over all the batches."""
+    seen = [batch_index(entry[2], train) for entry in log if entry[0] == "forward"]
+    seen = [i for i in seen if i is not None]
+    return [seen[k:k + len(train)] for k in range(0, len(seen), len(train))]
+
+
 @pytest.mark.check(cell="finetune_checks", points=1.0,
                    feedback="one row per seed, in the order of `seeds`, and in it, for each evaluation example, "
                             "whether the model's most likely class is its label: right/wrong, not the predictions")
 def test_rows_are_each_seeds_correctness(student):
     seeds = [1, 2, 3]
-    got = student_rows(student, seeds, lr=0.0, init_seed=0)
-    assert_rows(got, reference_rows(seeds, lr=0.0, init_seed=0), seeds, 0.0,
-                "with lr = 0 and a model that always starts from the same weights")
+    got = student_rows(student, TRAIN, seeds, strict=True, epochs=0, lr=0.0, init_seed=0)
+    assert_rows(got, reference_rows(TRAIN, seeds, epochs=0, lr=0.0, init_seed=0), seeds, 0.0,
+                "untrained (epochs = 0), each model starting from the same weights")
 
 
-@pytest.mark.check(cell="finetune_checks", points=2.0,
-                   feedback="each seed gets a new model whose initial weights come from that seed (the spec's order: "
-                            "seed, then build): seeding once for all runs, or carrying a model over, ties the seeds")
+@pytest.mark.check(cell="finetune_checks", points=1.5,
+                   feedback="each seed gets a new model whose initial weights come from that seed: the model built "
+                            "right after torch.manual_seed(seed); seeding once for all runs, or carrying a model "
+                            "over, ties the seeds")
 def test_each_model_initialised_from_its_seed(student):
     seeds = [7, 3, 7]
-    got = student_rows(student, seeds, lr=0.0)
-    assert_rows(got, reference_rows(seeds, lr=0.0), seeds, 0.0, "with lr = 0 (the models as built)")
+    got = student_rows(student, TRAIN, seeds, epochs=0, lr=0.0)
+    assert_rows(got, reference_rows(TRAIN, seeds, epochs=0, lr=0.0), seeds, 0.0, "untrained (epochs = 0)")
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
                    feedback="the evaluation ran with dropout still on (the model left in training mode): its "
                             "predictions are random draws, not the model's")
 def test_evaluated_in_eval_mode(student):
-    seeds = [1, 2]
-    got = student_rows(student, seeds, lr=0.0, dropout=0.5, init_seed=0)
-    assert_rows(got, reference_rows(seeds, lr=0.0, dropout=0.5, init_seed=0), seeds, 0.0,
-                "with lr = 0 and dropout in the model")
-
-
-@pytest.mark.check(cell="finetune_checks", points=1.0,
-                   feedback="the batch order must follow the spec's recipe: a private random generator per seed, "
-                            "made once, one fresh permutation per epoch; the global generator or a fixed order ties "
-                            "the runs to each other")
-def test_data_order_drawn_from_each_seed(student):
-    seeds = [5, 9]
-    got = student_rows(student, seeds, lr=0.5, init_seed=0)
-    assert_rows(got, reference_rows(seeds, lr=0.5, init_seed=0), seeds, TRAINED_SLACK,
-                "every seed starting from the same weights, only the order of the batches can differ")
+    log = student_log(student, ORDERED, [1], dropout=0.5)
+    modes = [entry[1] for entry in log if entry[0] == "forward" and {round(v, 4) for v in entry[2]} <= EVAL_COLUMN]
+    assert modes, "the model was never run on the evaluation examples"
+    assert not any(modes), "the model was run on the evaluation examples with dropout on"
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
                    feedback="the model trained in the mode it arrived in: a model may come in evaluation mode, as "
                             "a loaded checkpoint does, and dropout must be on while it learns")
 def test_trained_in_training_mode(student):
-    seeds = [5]
-    got = student_rows(student, seeds, lr=0.5, dropout=0.5, training=False, init_seed=0)
-    assert_rows(got, reference_rows(seeds, lr=0.5, dropout=0.5, init_seed=0), seeds, TRAINED_SLACK,
-                "a model with dropout handed over in eval mode")
+    log = student_log(student, ORDERED, [1], dropout=0.5, training=False)
+    modes = [entry[1] for entry in log if entry[0] == "forward" and batch_index(entry[2], ORDERED) is not None]
+    assert modes, "the model was never run on the training batches"
+    assert all(modes), "a model handed over in eval mode was run on training batches with dropout off"
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
-                   feedback="a fresh model AND a fresh optimizer for every seed: an optimizer made once holds the "
-                            "first model's parameters (and its state), so later seeds do not train as they should")
-def test_fresh_model_and_optimizer_per_seed(student):
+                   feedback="the batch order is drawn from the seed alone, by a generator of your own: the same seed "
+                            "gives the same order whatever model is built and whatever was drawn before (torch's "
+                            "global generator has served the model by then), and two seeds give two orders")
+def test_data_order_drawn_from_each_seed(student):
+    first = {}
+    for name, seed, hidden in (("5", 5, 16), ("5 again", 5, 16), ("9", 9, 16), ("5, a wider model", 5, 24)):
+        runs = passes(student_log(student, ORDERED, [seed], hidden=hidden), ORDERED)
+        assert runs and sorted(runs[0]) == list(range(len(ORDERED))), (
+            "the first epoch did not go through every training batch once")
+        first[name] = runs[0]
+    assert first["5"] == first["5 again"], "seed 5 gave another batch order when run again"
+    assert first["5"] == first["5, a wider model"], (
+        "seed 5 gave another batch order to a model whose building draws more numbers from torch's global generator")
+    assert first["5"] != first["9"], "seeds 5 and 9 went through the batches in the same order"
+
+
+@pytest.mark.check(cell="finetune_checks", points=0.5,
+                   feedback="each epoch draws a new order of the batches (from the seed's own generator, made once "
+                            "per seed): one order reused every epoch repeats the same path; credited once an epoch "
+                            "goes through every batch")
+def test_new_batch_order_each_epoch(student):
+    for seed in (5, 9):
+        runs = passes(student_log(student, ORDERED, [seed], epochs=3), ORDERED)
+        assert runs and sorted(runs[0]) == list(range(len(ORDERED))), (
+            "not credited until an epoch goes through every training batch once")
+        assert all(a != b for a, b in zip(runs, runs[1:])), (
+            f"with seed {seed}, an epoch went through the batches in the order of the epoch before")
+
+
+@pytest.mark.check(cell="finetune_checks", points=0.5,
+                   feedback="a fresh optimizer for every seed's model: an optimizer made once holds the first model's "
+                            "parameters (and its state), so later seeds do not train")
+def test_fresh_optimizer_per_seed(student):
     seeds = [5, 9]
-    got = student_rows(student, seeds, lr=0.5)
-    assert_rows(got, reference_rows(seeds, lr=0.5), seeds, TRAINED_SLACK, "two seeds trained one after the other")
+    got = student_rows(student, SAME, seeds, init_seed=0)
+    assert_trained_as(got, seeds, [{}, {"summed": True}, {"carried": True}, {"carried": True, "summed": True}],
+                      "two seeds trained one after the other from the same weights")
 
 
-@pytest.mark.check(cell="finetune_checks", points=1.0,
+@pytest.mark.check(cell="finetune_checks", points=0.5,
                    feedback="use the lr and epochs arguments: plain SGD at that learning rate, every batch once per "
                             "epoch")
 def test_lr_and_epochs_are_arguments(student):
     seeds = [4]
-    got = student_rows(student, seeds, lr=0.2, epochs=3, init_seed=0)
-    assert_rows(got, reference_rows(seeds, lr=0.2, epochs=3, init_seed=0), seeds, TRAINED_SLACK,
-                "with lr = 0.2 and 3 epochs")
+    got = student_rows(student, SAME, seeds, lr=0.03, epochs=3, init_seed=0)
+    assert_trained_as(got, seeds, [{}, {"summed": True}], "with lr = 0.03 and 3 epochs", lr=0.03, epochs=3)
+
+
+@pytest.mark.check(cell="finetune_checks", points=1.0,
+                   feedback="each step's loss is the cross-entropy of model(inputs) against labels, averaged over the "
+                            "batch: a sum over the batch makes every step batch-size times too long")
+def test_loss_is_the_batch_mean(student):
+    seeds = [4]
+    got = student_rows(student, SAME, seeds, init_seed=0)
+    if rows_differ(got, reference_rows(SAME, seeds, init_seed=0), TRAINED_SLACK):
+        summed = not rows_differ(got, reference_rows(SAME, seeds, init_seed=0, summed=True), TRAINED_SLACK)
+        raise AssertionError("the models trained as with a loss summed over the batch, not its mean" if summed else
+                             "the trained model is not the one the mean cross-entropy gives (lr and epochs as given)")
 
 
 # ----------------------------------------------------------------------------- part 7: questions

@@ -391,19 +391,26 @@ def load_finetuned_predictions(results_dir: str | Path) -> FinetunedPredictions:
 
 
 def tiny_classifier(n_features: int, n_classes: int, *, hidden: int = 16, dropout: float = 0.0,
-                    training: bool = True, init_seed: int | None = None) -> Any:
+                    training: bool = True, init_seed: int | None = None, log: list | None = None) -> Any:
     """A two-layer perceptron (Linear, ReLU, Dropout, Linear) mapping `(batch, n_features)` to logits.
 
     Why: exercise 8 fine-tunes one model per seed, and its checks do so dozens of times; this one trains in
     milliseconds. Its initial weights come from torch's global generator, like any freshly built model, so
     `torch.manual_seed` right before building it decides them. `training=False` hands it over in eval mode,
     as `from_pretrained` does with a checkpoint. `init_seed` draws the initial weights from a private generator
-    instead (the same model whatever the global state: a check can then vary one thing at a time).
+    instead (the same model whatever the global state: a check can then vary one thing at a time). `log`, a
+    list, receives `("built",)` when the model is built and `("forward", dropout on, first input column)` at
+    each forward pass: what the model saw, in which order and mode (the checks read it back as data).
     """
     import torch
 
     model = torch.nn.Sequential(torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
                                 torch.nn.Linear(hidden, n_classes))
+    if log is not None:
+        log.append(("built",))
+        model.register_forward_pre_hook(
+            lambda module, args: log.append(("forward", bool(module[2].training),
+                                             [float(v) for v in args[0][:, 0].tolist()])))
     if init_seed is not None:
         generator = torch.Generator().manual_seed(init_seed)
         with torch.no_grad():

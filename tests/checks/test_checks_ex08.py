@@ -10,6 +10,7 @@ from check_proofs import (
     assert_bundle_caught,
     assert_bundles_sound,
     assert_every_check_targeted,
+    assert_hints_name,
     assert_passes_every_check,
     assert_points_add_up,
     assert_release_scores_zero,
@@ -20,6 +21,7 @@ from check_proofs import (
     graded_cells,
     reference_source,
     stubbed,
+    wrong_entry,
 )
 
 CHECKS = "autograder/checks/ex08_comparing_models.py"
@@ -217,8 +219,12 @@ T_DIFF, T_SIG, T_SEEDS, T_SAME, T_P, T_SEED = (
 PI_N, ACC_N = "test_paired_interval_honours_n_resamples", "test_accuracy_interval_honours_n_resamples"
 F_ROWS, F_INIT, F_EVAL, F_ORDER, F_TRAIN, F_FRESH, F_LR = (
     "test_rows_are_each_seeds_correctness", "test_each_model_initialised_from_its_seed", "test_evaluated_in_eval_mode",
-    "test_data_order_drawn_from_each_seed", "test_trained_in_training_mode", "test_fresh_model_and_optimizer_per_seed",
+    "test_data_order_drawn_from_each_seed", "test_trained_in_training_mode", "test_fresh_optimizer_per_seed",
     "test_lr_and_epochs_are_arguments")
+F_REUSE, F_LOSS = "test_new_batch_order_each_epoch", "test_loss_is_the_batch_mean"
+PART6 = frozenset({F_ROWS, F_INIT, F_EVAL, F_ORDER, F_TRAIN, F_FRESH, F_LR, F_REUSE, F_LOSS})
+ACC_DISAGREE = "test_accuracy_interval_on_seeds_that_disagree"
+T_SENTENCES = "test_sentences_are_resampled_with_the_seeds"
 SEEDED = "        torch.manual_seed(seed)  # the seed decides the initial weights...\n"
 V_AHEAD, V_NOISE, V_ALPHA = ("test_verdict_names_the_model_ahead", "test_verdict_within_the_noise",
                              "test_verdict_alpha_is_an_argument")
@@ -267,6 +273,13 @@ WRONG = {
         mutate((DIFF_LINE + "    q = torch.tensor([alpha / 2, 1 - alpha / 2], dtype=torch.float64)",
                 DIFF_LINE + "    q = torch.tensor([alpha, 1 - alpha], dtype=torch.float64)")),
         {PI_Q}, {PI_DIFF, PI_PAIR, PI_SEED}),
+    "a normal-approximation interval (paired)": (
+        mutate((DIFF_LINE + "    q = torch.tensor([alpha / 2, 1 - alpha / 2], dtype=torch.float64)\n"
+                "    low, high = torch.quantile(resampled, q).tolist()\n",
+                DIFF_LINE + "    z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(1 - alpha / 2)).item()\n"
+                "    spread = z * resampled.std(unbiased=False).item()\n"
+                "    low, high = diff.mean().item() - spread, diff.mean().item() + spread\n")),
+        {PI_Q}, {PI_DIFF, PI_PAIR, PI_SEED, PI_N}),
     "sentences drawn without replacement": (
         mutate(("    picks = torch.randint(len(diff), (n_resamples, len(diff)), generator=generator)",
                 "    picks = torch.stack([torch.randperm(len(diff), generator=generator)\n"
@@ -290,6 +303,20 @@ WRONG = {
                 ACC_PICKS + "    seeds = torch.randint(len(rows), (n_resamples, len(rows)), generator=generator)\n"
                 "    resampled = torch.stack([rows[s][:, c].mean() for s, c in zip(seeds, picks)])\n")),
         {ACC_FIXED}, {ACC, ACC_Q}),
+    "a normal-approximation interval (accuracy)": (
+        mutate((ACC_QUANTILES + "    low, high = torch.quantile(resampled, q).tolist()\n",
+                ACC_QUANTILES +
+                "    z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(1 - alpha / 2)).item()\n"
+                "    spread = z * resampled.std(unbiased=False).item()\n"
+                "    low, high = per_sentence.mean().item() - spread, per_sentence.mean().item() + spread\n")),
+        {ACC_Q, ACC_DISAGREE}, {ACC, ACC_FIXED, ACC_SEED, ACC_N}),
+    "per-seed intervals averaged": (
+        mutate((ACC_PICKS + ACC_QUANTILES + "    low, high = torch.quantile(resampled, q).tolist()\n",
+                ACC_PICKS + ACC_QUANTILES +
+                "    rows = torch.as_tensor(correct, dtype=torch.float64)\n"
+                "    ends = torch.stack([torch.quantile(row[picks].mean(1), q) for row in rows])\n"
+                "    low, high = ends.mean(0).tolist()\n")),
+        {ACC_DISAGREE}, {ACC, ACC_Q, ACC_FIXED, ACC_SEED, ACC_N}),
     "unhalved alpha (accuracy interval)": (
         mutate((ACC_QUANTILES, ACC_QUANTILES.replace("[alpha / 2, 1 - alpha / 2]", "[alpha, 1 - alpha]"))),
         {ACC_Q}, {ACC, ACC_FIXED, ACC_SEED}),
@@ -314,6 +341,15 @@ WRONG = {
         mutate(("        seeds = torch.randint(scores.shape[0], (n_resamples, scores.shape[0]), generator=generator)",
                 "        seeds = torch.arange(scores.shape[0]).expand(n_resamples, -1)")),
         {T_SEEDS}, {T_DIFF, T_SIG, T_SAME, T_P}),
+    "sentences held fixed in the test (seeds resampled alone)": (
+        mutate(("    sentences = torch.randint(n, (n_resamples, 1, n), generator=generator)",
+                "    sentences = torch.arange(n).expand(n_resamples, 1, n)")),
+        {T_SENTENCES}, {T_DIFF, T_SIG, T_SEEDS, T_SAME, T_P, T_SEED}),
+    "a one-sided p": (
+        mutate(("    extreme = int(((diffs - observed).abs() >= abs(observed) - 1e-12).sum())",
+                "    sign = 1.0 if observed >= 0 else -1.0\n"
+                "    extreme = int(((diffs - observed) * sign >= abs(observed) - 1e-12).sum())")),
+        {T_SAME}, {T_DIFF, T_SIG, T_SEEDS, T_SENTENCES, T_P}),
     "strict inequality": (
         mutate(("(diffs - observed).abs() >= abs(observed) - 1e-12", "(diffs - observed).abs() > abs(observed)")),
         {T_SAME}, {T_DIFF, T_SIG, T_P}),
@@ -330,6 +366,10 @@ WRONG = {
         mutate(("    if p < alpha and difference > 0:", "    if difference > 0:"),
                ("    if p < alpha and difference < 0:", "    if difference < 0:")),
         {V_NOISE, V_ALPHA}, {V_AHEAD}),
+    "p equal to alpha called a lead": (
+        mutate(("    if p < alpha and difference > 0:", "    if p <= alpha and difference > 0:"),
+               ("    if p < alpha and difference < 0:", "    if p <= alpha and difference < 0:")),
+        {V_NOISE}, {V_AHEAD, V_ALPHA}),
     "alpha fixed at 0.05": (
         mutate(("    if p < alpha and difference > 0:", "    alpha = 0.05\n    if p < alpha and difference > 0:")),
         {V_ALPHA}, {V_AHEAD, V_NOISE}),
@@ -344,30 +384,40 @@ WRONG = {
     "a fixed number of resamples (accuracy interval)": (
         mutate((ACC_PICKS, ACC_PICKS.replace("(n_resamples, len(per_sentence))", "(2000, len(per_sentence))"))),
         {ACC_N}, {ACC, ACC_FIXED, ACC_SEED}),
-    # part 6
+    # part 6: each mistake fails its own check, and only it
     "predictions returned instead of right or wrong": (
         mutate(("rows.append(model(inputs).argmax(-1) == labels)", "rows.append(model(inputs).argmax(-1))")),
-        {F_ROWS}),
+        {F_ROWS}, PART6 - {F_ROWS}),
     "seeded once, before the first seed": (
         mutate((SEEDED, ""), ("    for seed in seeds:\n", "    torch.manual_seed(seeds[0])\n    for seed in seeds:\n")),
-        {F_INIT, F_FRESH}, {F_ROWS, F_ORDER}),
+        {F_INIT}, PART6 - {F_INIT}),
     "one model for every seed": (
         mutate(("        model = make_model()\n", "        model = model if rows else make_model()\n")),
-        {F_INIT, F_FRESH}, {F_ROWS}),
+        {F_INIT}, PART6 - {F_INIT}),
     "one optimizer for every seed": (
         mutate(("        optimizer = torch.optim.SGD(", "        optimizer = optimizer if rows else torch.optim.SGD(")),
-        {F_FRESH}, {F_INIT}),
+        {F_FRESH}, PART6 - {F_FRESH}),
     "evaluated with dropout on": (
-        mutate(("        model.eval()\n", "")), {F_EVAL}, {F_ROWS, F_ORDER}),
+        mutate(("        model.eval()\n", "")), {F_EVAL}, PART6 - {F_EVAL}),
     "trained in the mode the model arrived in": (
-        mutate(("        model.train()\n", "")), {F_TRAIN}, {F_ORDER}),
+        mutate(("        model.train()\n", "")), {F_TRAIN}, PART6 - {F_TRAIN}),
     "the order drawn from the global generator": (
         mutate(("torch.randperm(len(train_batches), generator=order)", "torch.randperm(len(train_batches))")),
-        {F_ORDER}, {F_INIT}),
+        {F_ORDER}, PART6 - {F_ORDER}),
+    "one order reused every epoch": (
+        mutate(("        for _ in range(epochs):\n            for i in torch.randperm(len(train_batches), "
+                "generator=order).tolist():\n",
+                "        once = torch.randperm(len(train_batches), generator=order).tolist()\n"
+                "        for _ in range(epochs):\n            for i in once:\n")),
+        {F_REUSE}, PART6 - {F_REUSE}),
+    "a loss summed over the batch": (
+        mutate(("loss = torch.nn.functional.cross_entropy(model(batch_inputs), batch_labels)",
+                "loss = torch.nn.functional.cross_entropy(model(batch_inputs), batch_labels, reduction=\"sum\")")),
+        {F_LOSS}, PART6 - {F_LOSS}),
     "a fixed learning rate": (
-        mutate(("model.parameters(), lr=lr)", "model.parameters(), lr=0.1)")), {F_LR, F_ROWS}),
+        mutate(("model.parameters(), lr=lr)", "model.parameters(), lr=0.1)")), {F_LR}, PART6 - {F_LR}),
     "one epoch whatever epochs says": (
-        mutate(("        for _ in range(epochs):\n", "        for _ in range(1):\n")), {F_LR}, {F_ORDER}),
+        mutate(("        for _ in range(epochs):\n", "        for _ in range(1):\n")), {F_LR}, PART6 - {F_LR}),
     # part 7
     "Q1: no difference shown means none exists": (
         mutate(('    answer_q1 = "c"', '    answer_q1 = "a"')), {"test_q1_what_an_interval_around_zero_says"}),
@@ -446,3 +496,41 @@ def test_stub_scores_zero(stub):
 @pytest.mark.slow
 def test_release_scores_zero():
     assert_release_scores_zero(RELEASE, "ex08-comparing-models")
+
+
+# Issue 36: the hint a planted mistake gets names that mistake, and no other (each key phrase below is what one
+# mistake's hint says); in parts 2-6 the mistake fails only the checks listed.
+PART2 = frozenset({PI_DIFF, PI_PAIR, PI_Q, PI_SEED, PI_N})
+PART3 = frozenset({ACC, ACC_Q, ACC_DISAGREE, ACC_FIXED, ACC_SEED, ACC_N})
+PART4 = frozenset({T_DIFF, T_SIG, T_SEEDS, T_SENTENCES, T_SAME, T_P, T_SEED})
+PART5 = frozenset({V_AHEAD, V_NOISE, V_ALPHA})
+SAYS = {"a normal-approximation interval (paired)": "z standard deviations",
+        "a normal-approximation interval (accuracy)": "z standard deviations",
+        "per-seed intervals averaged": "then averaged",
+        "sentences held fixed in the test (seeds resampled alone)": "not only the seeds",
+        "a one-sided p": "ONE side",
+        "p equal to alpha called a lead": "p equal to alpha",
+        "evaluated with dropout on": "evaluation ran with dropout still on",
+        "trained in the mode the model arrived in": "dropout must be on while it learns",
+        "one optimizer for every seed": "an optimizer made once",
+        "the order drawn from the global generator": "global generator",
+        "one order reused every epoch": "one order reused every epoch",
+        "a loss summed over the batch": "a sum over the batch"}
+HINTS = {"a normal-approximation interval (paired)": (PART2, {PI_Q}),
+         "a normal-approximation interval (accuracy)": (PART3, {ACC_Q, ACC_DISAGREE}),
+         "per-seed intervals averaged": (PART3, {ACC_DISAGREE}),
+         "sentences held fixed in the test (seeds resampled alone)": (PART4, {T_SENTENCES}),
+         "a one-sided p": (PART4, {T_SAME}),
+         "p equal to alpha called a lead": (PART5, {V_NOISE}),
+         **{name: (PART6, wrong_entry(WRONG[name])[1]) for name in (
+             "evaluated with dropout on", "trained in the mode the model arrived in", "one optimizer for every seed",
+             "the order drawn from the global generator", "one order reused every epoch",
+             "a loss summed over the batch")}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(HINTS))
+def test_the_hint_names_the_mistake_made(name):
+    among, failing = HINTS[name]
+    assert_hints_name(CHECKS, wrong_entry(WRONG[name])[0], set(among), dict.fromkeys(failing, SAYS[name]),
+                      tuple(words for other, words in SAYS.items() if words != SAYS[name]))

@@ -507,3 +507,19 @@ def assert_release_is_the_raise_stub(release: str, notebook: str) -> None:
     for grade_id, source in solution.items():
         got = "\n".join(line for line in released[grade_id].splitlines() if line.strip() != "# YOUR CODE HERE")
         assert got.rstrip() == stubbed(source, "raise").rstrip(), grade_id
+
+
+def assert_hints_name(check_module: str, source: str, among: set[str], expected: dict[str, str],
+                      not_named: tuple[str, ...] = ()) -> None:
+    """Issue 36: graded by the checks `among` (e.g. every check of one part), a planted mistake fails exactly the
+    checks of `expected`, and each one's hint (a Diagnosis of what the code did, else the check's feedback) holds
+    the words given for it, naming that mistake, and none of `not_named` (the words of other mistakes' hints)."""
+    result = grade_source(ROOT / check_module, source, only=set(among))
+    assert not result.error, result.error
+    failed = {check.name for check in result.checks if not check.passed}
+    assert failed == set(expected), f"fails {sorted(failed)}, not {sorted(expected)}"
+    for name, words in expected.items():
+        hint = result.check(name).feedback
+        assert words.lower() in hint.lower(), f"{name}'s hint does not say {words!r}: {hint!r}"
+        named = [other for other in not_named if other.lower() in hint.lower()]
+        assert not named, f"{name}'s hint names another mistake ({named}): {hint!r}"
