@@ -9,7 +9,7 @@ PROFILE ?= cpu-quick
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lab lab-instructor lint release validate readme setup-cells lesson-outputs install install-instructor clean
+.PHONY: demo test test-fast lab lab-instructor lint release validate readme setup-cells lesson-outputs site install install-instructor clean
 
 # A student's install: the course and JupyterLab, without nbgrader (whose menus, "Create Assignment" panel
 # and server extension are the instructor's). `install-instructor` adds nbgrader and the test tools, for
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-instructor: $(VENV)/.installed
-	$(PIP_INSTALL) -e ".[instructor,dev]"
+	$(PIP_INSTALL) -e ".[instructor,dev,site]"  # site: the suite builds the website (tests/notebooks/test_site.py)
 	touch $@
 
 # The course's main job on its defaults: data and tokenizer, pretraining the tiny BERT and its
@@ -82,8 +82,8 @@ validate: install-instructor
 readme: install-instructor
 	$(BIN)/python -c 'from bertcourse.notebook import update_readme; update_readme()'
 
-# Every notebook's first code cell opens with the Colab set-up generated from course.yml (repository, branch);
-# the releases in exercises/ follow from the solutions.
+# Every notebook's first code cell is the Colab set-up cell generated from course.yml (repository, branch; its
+# steps in bertcourse/colab.py); the releases in exercises/ follow from the solutions.
 setup-cells: install-instructor
 	$(BIN)/python -c 'from bertcourse.notebook import write_setup_cells; write_setup_cells()'
 	$(BIN)/bertcourse release
@@ -93,5 +93,14 @@ setup-cells: install-instructor
 lesson-outputs: install
 	$(BIN)/bertcourse execute-lessons --profile cpu
 
+# The course website in _site/ (open _site/index.html): the executed lessons and the exercises' releases as
+# pages, nothing executed, never solutions/ (bertcourse.authoring.site, site/conf.py; ~15 s on 2 cores).
+site: $(VENV)/.installed-site
+	$(BIN)/python -m bertcourse.authoring.site
+
+$(VENV)/.installed-site: $(VENV)/.installed
+	$(PIP_INSTALL) -e ".[site]"
+	touch $@
+
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache _site

@@ -48,6 +48,15 @@ def cpu_has_native_bf16() -> bool:
     return bool(older and older())
 
 
+def native_bf16(device: torch.device | str) -> bool:
+    """Whether `device` computes bf16 in hardware: a GPU of compute capability 8.0 and up (A100, L4, H100; not a
+    T4), a CPU with `cpu_has_native_bf16`. Elsewhere bf16 is emulated, slower than fp32 (see `autocast_dtype`)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    return device.type == "cpu" and cpu_has_native_bf16()
+
+
 def autocast_dtype(device: torch.device | str, precision: str = "auto") -> torch.dtype | None:
     """The dtype pretraining steps autocast to on `device` (None: plain fp32), for `precision`.
 
@@ -70,8 +79,8 @@ def autocast_dtype(device: torch.device | str, precision: str = "auto") -> torch
         raise BertcourseError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "auto":
         if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
-        return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else None
+            return torch.bfloat16 if native_bf16(device) else torch.float16
+        return torch.bfloat16 if native_bf16(device) else None
     if precision == "fp32":
         return None
     if device.type == "cpu" and precision == "fp16":
@@ -145,5 +154,5 @@ class DeviceRows:
         return {name: value[rows] if name == "labels" else value[rows, :width] for name, value in self.tensors.items()}
 
 
-__all__ = ["PRECISIONS", "DeviceRows", "autocast_dtype", "cpu_has_native_bf16", "pick_device", "precision_name",
-           "to_device"]
+__all__ = ["PRECISIONS", "DeviceRows", "autocast_dtype", "cpu_has_native_bf16", "native_bf16", "pick_device",
+           "precision_name", "to_device"]

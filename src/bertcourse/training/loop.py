@@ -110,10 +110,13 @@ class TrainStep:
                 "scaler": self.scaler.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` saved."""
+        """Restore what `state_dict` saved. A state without a loss scale (saved by an fp32 or bf16 step, or
+        before the scaler was saved) resumed in fp16 starts a fresh scale: torch's `load_state_dict({})`
+        raises "The source state dict is empty", and the first few steps find the scale again anyway."""
         if self.schedule is not None and state.get("scheduler") is not None:
             self.schedule.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state.get("scaler") or {})
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
 
 
 class LossLog:

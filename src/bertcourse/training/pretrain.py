@@ -49,7 +49,7 @@ from bertcourse.training.checkpoint import (
     save_checkpoint,
     tokenizer_from_json,
 )
-from bertcourse.training.devices import autocast_dtype, precision_name, to_device
+from bertcourse.training.devices import autocast_dtype, native_bf16, precision_name, to_device
 from bertcourse.training.distributed import Processes, is_main_process, rank_seed
 from bertcourse.training.heldout import evaluate
 from bertcourse.training.loop import LossLog, TrainStep
@@ -106,7 +106,8 @@ class PretrainResult:
 
 
 def _run_precision(requested: str, device: torch.device, saved: dict | None, path: Path) -> str:
-    """The precision this run trains in: a resumed run keeps the one it started with."""
+    """The precision this run trains in: a resumed run keeps the one it started with; one started in bf16 is
+    refused where bf16 is only emulated (a T4), unless --precision bf16 asks for it."""
     autocast_dtype(device, requested)  # refuses an unknown or unsupported one before any work
     if saved is None:
         return precision_name(autocast_dtype(device, requested))
@@ -115,6 +116,11 @@ def _run_precision(requested: str, device: torch.device, saved: dict | None, pat
         raise CheckpointError(f"{path}: this run was started in {started}; resume it with --precision {started} "
                               f"(or auto), not {requested}")
     autocast_dtype(device, started)  # e.g. an fp16 run started on CUDA cannot go on on the CPU
+    if started == "bf16" and requested == "auto" and not native_bf16(device):
+        where = torch.cuda.get_device_name(device) if device.type == "cuda" else "this CPU"
+        raise CheckpointError(f"{path}: this run was started in bf16, which {where} only emulates (slower than "
+                              "fp32): resume it where bf16 is native (a GPU of compute capability 8.0 or above), "
+                              "or pass --precision bf16 to go on emulated")
     return started
 
 
