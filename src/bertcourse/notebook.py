@@ -227,19 +227,21 @@ def lesson_number(notebook: str) -> int:
     return int(match.group(1))
 
 
-def contents_table() -> str:
-    """The README's table of lessons and exercises, generated from course.yml (tests keep them equal)."""
+def contents_table(root: str | Path | None = None) -> str:
+    """The table of lessons and exercises of the README and the website's start page, generated from course.yml
+    (of the course at `root`, else the one found from here); tests keep the README's equal to it."""
     from bertcourse.course import load_course
 
-    course = load_course()
+    course = load_course(root)
+    where = (course.course.repository, course.course.branch)
     rows = ["| # | notebook | what it teaches | open |", "|---|---|---|---|"]
     for lesson in course.lessons:
         rows.append(f"| lesson {lesson_number(lesson.notebook)} | [{lesson.title}]({lesson.notebook}) | "
-                    f"{lesson.teaches} | {colab_badge(lesson.notebook)} |")
+                    f"{lesson.teaches} | {colab_badge(lesson.notebook, *where)} |")
     for exercise in course.exercises:
         path = f"exercises/{exercise.notebook}"
         rows.append(f"| exercise `{exercise.id}` | [{exercise.title}]({path}) | {exercise.points:g} points, "
-                    f"graded by `bertcourse grade` | {colab_badge(path)} |")
+                    f"graded by `bertcourse grade` | {colab_badge(path, *where)} |")
     return "\n".join(rows)
 
 

@@ -1,8 +1,8 @@
 """The course as a student sees it: JupyterLab in headless Chromium, Run All, and grading from the notebook.
 
 Starts JupyterLab on a free local port (token auth) over a temporary copy of the notebooks, and drives
-Debian's Chromium through Playwright (never a downloaded browser). Skip with `-m "not browser"`;
-where $BERTCOURSE_REQUIRE_BROWSER is set (CI) a missing Chromium or Playwright fails instead.
+Debian's Chromium through Playwright (tests/support/browser_support.py: never a downloaded browser). Skip with
+`-m "not browser"`; where $BERTCOURSE_REQUIRE_BROWSER is set (CI) a missing Chromium or Playwright fails instead.
 """
 
 from __future__ import annotations
@@ -34,28 +34,8 @@ EXERCISE = load_course(ROOT, check_files=False).exercise("ex07-self-test")
 RELEASE = f"exercises/{EXERCISE.notebook}"
 SOLVED = f"solved/{Path(EXERCISE.notebook).name}"  # the solution notebook, as a student who solved it would have it
 FULL_MARKS = f"score: {EXERCISE.points:g}/{EXERCISE.points:g}"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 RUN_TIMEOUT_S = 300
 STOPPED_AFTER_S = 10  # the kernel idle this long, nothing new run and cells left: Run All has stopped
-
-
-def _missing(reason: str) -> None:
-    if os.environ.get("BERTCOURSE_REQUIRE_BROWSER"):
-        pytest.fail(f"{reason} (BERTCOURSE_REQUIRE_BROWSER is set)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _missing("the playwright package is not installed: pip install -e '.[dev]'")
-    path = os.environ.get("BERTCOURSE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path or not Path(path).is_file():
-        _missing(f"Chromium not found ({path or 'not on PATH'}): apt-get install chromium, or set BERTCOURSE_CHROMIUM")
-    return path
 
 
 @dataclass
@@ -135,16 +115,6 @@ def lab(tmp_path_factory, data_dir, chromium):
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
-
-
-@pytest.fixture(scope="module")
-def browser(chromium):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
-        yield launched
-        launched.close()
 
 
 # The notebook JupyterLab shows, and its kernel (window.jupyterapp: --LabApp.expose_app_in_browser).
