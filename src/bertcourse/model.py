@@ -296,8 +296,28 @@ def describe(model: nn.Module) -> str:
 # ----------------------------------------------------------------------------- end of the lesson
 # Below: a speed device, not a different computation. Test and benchmark support lives in model_support.
 
-LOGITS_CHUNK_BYTES = 16 * 2**20  # the head's logits are computed in chunks of about this size
+LOGITS_CHUNK_BYTES = 16 * 2**20  # on the CPU the head's logits are computed in chunks of about this size
+CUDA_CHUNK_SHARE = 16  # on CUDA a chunk may take up to 1/16 of the GPU's memory (a T4: ~1 GB, one chunk)
 ROWS_MULTIPLE = 64  # the last chunk's rows are padded to a multiple of this (see head_loss_in_chunks)
+
+
+@functools.lru_cache(maxsize=8)
+def _gpu_memory(index: int | None) -> int:
+    return torch.cuda.get_device_properties(index).total_memory
+
+
+def rows_per_chunk(vocab_size: int, device: torch.device) -> int:
+    """How many rows of fp32 logits [rows, V] one chunk of the head holds on `device`.
+
+    On the CPU chunks of `LOGITS_CHUNK_BYTES` (see `head_loss_in_chunks`). On CUDA the caching allocator
+    reuses a step's blocks, so the CPU's reason is gone, and every chunk costs its own kernel launches (a
+    GPT step of the `gpu` profile: ~2,100 ops in 16 MB chunks against ~870 in one): there a chunk is as
+    large as 1/`CUDA_CHUNK_SHARE` of the GPU's memory, which holds a whole step of the course's GPTs.
+    """
+    budget = LOGITS_CHUNK_BYTES
+    if device.type == "cuda":
+        budget = max(budget, _gpu_memory(device.index) // CUDA_CHUNK_SHARE)
+    return max(1, budget // (4 * vocab_size))
 
 
 def head_loss_in_chunks(
@@ -305,7 +325,8 @@ def head_loss_in_chunks(
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The mean cross-entropy of `head(rows)` [n, V] against `targets` [n], and the logits in chunks.
 
-    Why chunks: the GPT predicts at every position, and one 130 MB logits tensor (with its softmax and
+    Why chunks (on the CPU; on CUDA `rows_per_chunk` makes one chunk of a step): the GPT predicts at every
+    position, and one 130 MB logits tensor (with its softmax and
     gradients) would be a fresh allocation from the operating system every step, its pages zero-filled
     on first touch; chunks of ~16 MB are recycled by the C allocator instead (benchmarks/README.md).
     The loss is the same as over the joined logits: one sum, divided once.
@@ -319,7 +340,7 @@ def head_loss_in_chunks(
     if rows.shape[0] == 0:  # no target: a zero loss that still backpropagates
         logits = head(rows)
         return logits.sum(), [logits]
-    per_chunk = max(1, LOGITS_CHUNK_BYTES // (4 * head.bias.numel()))
+    per_chunk = rows_per_chunk(head.bias.numel(), rows.device)
     parts, goals = list(rows.split(per_chunk)), list(targets.split(per_chunk))
     padding = -len(parts[-1]) % ROWS_MULTIPLE
     parts[-1] = F.pad(parts[-1], (0, 0, 0, padding))
@@ -354,5 +375,6 @@ __all__ = [
     "describe",
     "init_linear_",
     "head_loss_in_chunks",
+    "rows_per_chunk",
     "ROWS_MULTIPLE",
 ]
