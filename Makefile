@@ -85,7 +85,7 @@ readme: install-instructor
 # Every notebook's first code cell is the Colab set-up cell generated from course.yml (repository, branch; its
 # steps in bertcourse/colab.py); the releases in exercises/ follow from the solutions.
 setup-cells: install-instructor
-	$(BIN)/python -c 'from bertcourse.notebook import write_setup_cells; write_setup_cells()'
+	$(BIN)/python -c 'from bertcourse.authoring.setup_cells import write_setup_cells; write_setup_cells()'
 	$(BIN)/bertcourse release
 
 # The lessons executed on the cpu profile, written back with their outputs and provenance (docs/developing.md,
