@@ -695,9 +695,9 @@ def test_rows_are_each_seeds_correctness(student):
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.5,
-                   feedback="each seed gets a new model whose initial weights come from that seed: the model built "
-                            "right after torch.manual_seed(seed); seeding once for all runs, or carrying a model "
-                            "over, ties the seeds")
+                   feedback="each seed gets a new model whose initial weights come from that seed (the global "
+                            "generator seeded with it just before the model is built); seeding once for all runs, or "
+                            "carrying a model over, ties the seeds")
 def test_each_model_initialised_from_its_seed(student):
     seeds = [7, 3, 7]
     got = student_rows(student, TRAIN, seeds, epochs=0, lr=0.0)
@@ -774,8 +774,8 @@ def test_lr_and_epochs_are_arguments(student):
 
 
 @pytest.mark.check(cell="finetune_checks", points=1.0,
-                   feedback="each step's loss is the cross-entropy of model(inputs) against labels, averaged over the "
-                            "batch: a sum over the batch makes every step batch-size times too long")
+                   feedback="each step's loss is the cross-entropy of the batch's logits against its labels, averaged "
+                            "over the batch: a sum over the batch makes every step batch-size times too long")
 def test_loss_is_the_batch_mean(student):
     seeds = [4]
     got = student_rows(student, SAME, seeds, init_seed=0)

@@ -28,7 +28,7 @@ import weakref
 import pytest
 import torch
 
-from bertcourse.grading import Remote, StudentError
+from bertcourse.grading import Diagnosis, Remote, StudentError
 from bertcourse.heads import align_word_labels, bio_continuation
 from bertcourse.metrics import entity_scores as reference_scores
 from bertcourse.metrics import entity_spans as reference_spans
@@ -39,6 +39,10 @@ TOL = 1e-9
 # ----------------------------------------------------------------------------- the course's answers are not yours
 
 ANSWERS = ("bertcourse.heads", "bertcourse.metrics")
+# Names through which a string becomes an import or code: only a function that uses one of them has its string
+# constants read (so a docstring or any other string that merely mentions a course module is free).
+IMPORTS_BY_NAME = frozenset({"__import__", "import_module", "exec", "eval", "compile", "modules", "find_spec",
+                             "spec_from_file_location", "run_module", "run_path", "load_module", "getattr"})
 _cleared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # student -> names already found their own
 
 
@@ -58,7 +62,9 @@ def _is_answer(origin: str) -> bool:
 def borrowed_answer(student, name: str) -> str:
     """The course module that the notebook's `name` takes its answer from, '' when none: `name` imported from
     it, or a global that `name` (its nested functions and comprehensions included) or a notebook function it
-    calls refers to, or the module's name written out for an import by name."""
+    calls refers to, or the module's name written out in a function that imports or runs code by name
+    (`importlib.import_module("bertcourse.metrics")`, `exec`, `sys.modules[...]`). Only code that imports or
+    calls counts: a docstring, a comment or any other string that mentions a course module is no use of it."""
     seen: set[str] = set()
     names, codes = [name], []
     while names or codes:
@@ -72,13 +78,14 @@ def borrowed_answer(student, name: str) -> str:
                 return borrowed[0]
             names += [n for n in code_names if n not in seen]
             consts = student.getattr(code, "co_consts")
+            by_name = bool(IMPORTS_BY_NAME & set(code_names))
             if isinstance(consts, Remote):  # it holds code objects: nested functions, lambdas, comprehensions
                 consts = [student.call_method(consts, "__getitem__", i)
                           for i in range(student.call_method(consts, "__len__"))]
             for const in consts:
                 if isinstance(const, Remote) and const.type_name == "code":
                     codes.append(const)
-                elif isinstance(const, str) and any(m in const for m in ANSWERS):
+                elif by_name and isinstance(const, str) and any(m in const for m in ANSWERS):
                     return const
             continue
         current = names.pop()
@@ -429,6 +436,17 @@ def test_zero_division(student):
     cases = [((none, some, {}), (0.0, 0.0, 0.0)), ((some, none, {}), (0.0, 0.0, 0.0)),
              ((none, none, {}), (0.0, 0.0, 0.0)), ((some, none, one), (1.0, 0.0, 0.0)),
              ((none, some, one), (0.0, 1.0, 0.0)), ((none, none, one), (1.0, 1.0, 1.0))]
+    wrong = [["B-LOC", "O"], ["O"]]  # one true and one predicted entity, and no match: P = R = 0
+    for kwargs in ({}, one, {"zero_division": 0.5}):
+        got = student_scores(student, some, wrong, **kwargs)
+        if close(got[:2], (0.0, 0.0)) and not close(got[2:], (0.0,)):
+            raise Diagnosis("F1 is 0 when precision + recall is 0, whatever zero_division is: zero_division stands "
+                            "in for a ratio with nothing to count (no predicted or no true entity), and here "
+                            "both exist", f"with P = R = 0 and zero_division={kwargs.get('zero_division', 0.0)}, "
+                                      f"F1 was {got[2]:g}")
+        assert close(got, (0.0, 0.0, 0.0)), (
+            "with a predicted entity that matches no true one, the scores are not 0 "
+            f"(zero_division={kwargs.get('zero_division', 0.0)})")
     for (truth, guess, kwargs), expected in cases:
         missing = " and no ".join(side for side, tags in (("true", truth), ("predicted", guess)) if tags is none)
         assert close(student_scores(student, truth, guess, **kwargs), expected), (
@@ -467,9 +485,46 @@ def student_span(student, start, end, sequence_ids, max_tokens) -> tuple[int, in
     return integer(value[0], "the start"), integer(value[1], "the end")
 
 
-def assert_span_case(student, start, end, sequence_ids, max_tokens, message: str) -> None:
+OPTIMALITY = ("the span returned is legal, but another legal span scores higher: score EVERY legal (start, end) "
+              "pair by start_logits[start] + end_logits[end] and take the best; choosing the start first and then "
+              "an end for it can miss the best pair")
+
+
+LEGAL_HINTS = {
+    "outside the row": "start and end are token positions of this row: 0 to len(sequence_ids) - 1",
+    "outside the context": "both ends must lie in the CONTEXT (sequence id 1): never in the question (0), never on "
+                           "[CLS], [SEP] or padding (None)",
+    "backwards": "a span ends at or after its start (end >= start): the best start and the best end chosen apart "
+                 "may come in the wrong order",
+    "too long": "a span holds at most max_answer_tokens tokens, both ends counted (end - start + 1)",
+}
+
+def legality(span: tuple[int, int], sequence_ids: list, max_tokens: int) -> str:
+    """What makes a span illegal ('' when it is legal)."""
+    first, last = span
+    if not (0 <= first < len(sequence_ids) and 0 <= last < len(sequence_ids)):
+        return "outside the row"
+    if sequence_ids[first] != 1 or sequence_ids[last] != 1:
+        return "outside the context"
+    if last < first:
+        return "backwards"
+    return "too long" if last - first + 1 > max_tokens else ""
+
+
+def assert_span_case(student, start, end, sequence_ids, max_tokens, message: str, about: tuple[str, ...] = ()) -> None:
+    """The span is the best legal one. Legality first: a span broken in a way that `about` names fails with
+    `message` (the check's own mistake); a legal span that is not the best is told about optimality."""
     expected = reference_span(start.tolist(), end.tolist(), sequence_ids, max_tokens)[:2]
-    assert student_span(student, start, end, sequence_ids, max_tokens) == expected, message
+    got = student_span(student, start, end, sequence_ids, max_tokens)
+    if got == expected:
+        return
+    broken = legality(got, sequence_ids, max_tokens)
+    if not broken:
+        raise Diagnosis(OPTIMALITY, f"the span returned, {got}, is legal but not the best legal one "
+                                    f"(max_answer_tokens={max_tokens})")
+    if broken in about:
+        raise AssertionError(message)
+    raise Diagnosis(LEGAL_HINTS[broken], f"the span returned, {got}, is {broken}")
 
 
 def assert_best_span_works(student) -> None:
@@ -477,6 +532,8 @@ def assert_best_span_works(student) -> None:
     start, end = random_logits(5, len(sequence_ids))
     try:
         assert_span_case(student, start, end, sequence_ids, 30, "")
+    except Diagnosis:
+        raise
     except AssertionError:
         raise AssertionError("not credited until the best span of random logits is found") from None
 
@@ -516,7 +573,8 @@ def test_span_inside_the_context(student):
                          (14, {"start": {question[-1]: 40.0}, "end": {special[1]: 40.0}})):
         start, end = planted(sequence_ids, seed, plants)
         assert_span_case(student, start, end, sequence_ids, 30,
-                         "the highest scores sat in the question or on special tokens, and the span went there")
+                         "the highest scores sat in the question or on special tokens, and the span went there",
+                         ("outside the context", "outside the row"))
 
 
 @pytest.mark.check(cell="best_span_checks", points=1.0,
@@ -529,8 +587,8 @@ def test_end_not_before_start(student):
     for seed, (s, e) in ((21, (context[6], context[2])), (22, (context[-1], context[0]))):
         start, end = planted(sequence_ids, seed, {"start": {s: 20.0}, "end": {e: 20.0}})
         assert_span_case(student, start, end, sequence_ids, 30,
-                         "the best start came after the best end, and the span returned ends before it starts "
-                         "or is not the best one that does not")
+                         "the best start came after the best end, and the span returned ends before it starts",
+                         ("backwards",))
 
 
 @pytest.mark.check(cell="best_span_checks", points=1.0,
@@ -543,8 +601,7 @@ def test_length_limit(student):
     for seed, length, limit in ((31, 6, 5), (32, 5, 5), (33, 12, 4), (34, 2, 1), (35, 1, 1)):
         start, end = planted(sequence_ids, seed, {"start": {first + 2: 20.0}, "end": {first + 1 + length: 20.0}})
         assert_span_case(student, start, end, sequence_ids, limit,
-                         f"a span longer than max_answer_tokens={limit} was returned, or one of exactly that "
-                         "length was refused")
+                         f"a span longer than max_answer_tokens={limit} was returned", ("too long",))
 
 
 def student_chars(student, offsets, start, end) -> tuple[int, int]:
@@ -608,21 +665,53 @@ def context_positions(window: dict) -> list[int]:
     return [i for i, s in enumerate(window["sequence_ids"]) if s == 1]
 
 
+def modest_windows(seed: int) -> list[dict]:
+    windows = window_dicts(40, 10, seed)
+    for w in windows:  # every window a modest best span
+        w["start_logits"], w["end_logits"] = w["start_logits"] / 3, w["end_logits"] / 3
+    return windows
+
+
 @pytest.mark.check(cell="answer_in_windows_checks", points=1.0,
-                   feedback="windows are compared by the score of their best LEGAL span (start + end logit), not "
-                            "by the start logit alone; credited once one window's answer is right")
+                   feedback="windows are compared by the score of their best LEGAL span, start logit + end logit, "
+                            "the logits themselves: not by the start logit alone, not by probabilities from a softmax "
+                            "within each window (each window's are relative to that window only), not by a product; "
+                            "credited once one window's answer is right")
 def test_best_window_by_span_score(student):
     assert_one_window_works(student)
     for seed, (strong_start, best) in ((42, (1, 4)), (43, (5, 2))):
-        windows = window_dicts(40, 10, seed)
-        for w in windows:  # every window a modest best span
-            w["start_logits"], w["end_logits"] = w["start_logits"] / 3, w["end_logits"] / 3
+        windows = modest_windows(seed)
         a, b = context_positions(windows[strong_start]), context_positions(windows[best])
         plant(windows[strong_start], "start_logits", a[3], 14.0)  # the highest start of all, its ends weak
         plant(windows[best], "start_logits", b[2], 11.0)
         plant(windows[best], "end_logits", b[4], 11.0)
         assert student_windows(student, windows, 30) == reference_windows(windows, 30), (
             "the answer did not come from the window whose best legal span scores highest")
+    # On the stated scale window `best` wins (22 against 20); after a softmax within each window `crowded` wins
+    # (its best span near probability 1, while `best` shares its mass with four other strong starts and ends).
+    for seed, (crowded, best) in ((49, (2, 5)), (50, (6, 1))):
+        windows = modest_windows(seed)
+        c, b = context_positions(windows[crowded]), context_positions(windows[best])
+        plant(windows[crowded], "start_logits", c[2], 10.0)
+        plant(windows[crowded], "end_logits", c[4], 10.0)
+        plant(windows[best], "start_logits", b[5], 11.0)
+        plant(windows[best], "end_logits", b[7], 11.0)
+        for k in (0, 1, 9, 10):
+            plant(windows[best], "start_logits", b[k], 10.3)
+            plant(windows[best], "end_logits", b[k], 10.3)
+        assert student_windows(student, windows, 30) == reference_windows(windows, 30), (
+            "the window whose best span had the highest start + end logits lost to one whose span is likelier "
+            "within its own window")
+    # On the stated scale window `best` wins (16 against 15); by start x end `even` wins (56.25 against 28).
+    for seed, (even, best) in ((51, (3, 0)), (52, (1, 6))):
+        windows = modest_windows(seed)
+        e, b = context_positions(windows[even]), context_positions(windows[best])
+        plant(windows[even], "start_logits", e[1], 7.5)
+        plant(windows[even], "end_logits", e[3], 7.5)
+        plant(windows[best], "start_logits", b[2], 14.0)
+        plant(windows[best], "end_logits", b[3], 2.0)
+        assert student_windows(student, windows, 30) == reference_windows(windows, 30), (
+            "the window whose best span had the highest start + end logits lost to one with a larger start x end")
 
 
 @pytest.mark.check(cell="answer_in_windows_checks", points=1.0,

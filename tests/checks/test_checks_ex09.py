@@ -16,6 +16,7 @@ from check_proofs import (
     assert_bundle_caught,
     assert_bundles_sound,
     assert_every_check_targeted,
+    assert_hints_name,
     assert_passes_every_check,
     assert_points_add_up,
     assert_release_scores_zero,
@@ -193,7 +194,19 @@ def answer_in_windows(windows, max_answer_tokens=30):
     return span_to_chars(windows[k]["offsets"], int(spans[k][0]), int(spans[k][1]))
 '''
 
-CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
+SPANS_DOCSTRING = (
+    '    """The entities (type, first word, last word) of one sentence\'s BIO tags, read as conlleval reads them."""',
+    '    """The entities of one sentence\'s BIO tags, as bertcourse.metrics.entity_spans reads them (conlleval)."""\n'
+    '    # written here, not imported from bertcourse.metrics')
+
+
+def with_docstring() -> str:
+    """The solution, its entity_spans' docstring (and a comment) naming the course's module: no use of it."""
+    return mutate(SPANS_DOCSTRING)
+
+
+CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY,
+           "a docstring that names bertcourse.metrics": with_docstring}
 
 FIRST, SPECIAL, FIRST_MODE, ALL_MODE, B_TO_I = (
     "test_first_piece_gets_the_word_label", "test_special_tokens_get_minus_100",
@@ -298,6 +311,14 @@ return tuple(sum(column) / len(rows) for column in zip(*rows))
     "zero_division ignored": ((("right / n_pred if n_pred else zero_division", "right / n_pred if n_pred else 0.0"),
                               ("right / n_true if n_true else zero_division", "right / n_true if n_true else 0.0")),
         {ZERO}, ENTITIES - {ZERO}),
+    "F1 = zero_division when P + R = 0": (((
+        "    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0",
+        "    f1 = 2 * precision * recall / (precision + recall) if precision + recall else zero_division"),),
+        {ZERO}, ENTITIES - {ZERO}),
+    "the course's entity_spans imported by name": ((
+        (body("entity_spans"), "    import importlib\n\n"
+                               "    return importlib.import_module(\"bertcourse.metrics\").entity_spans(tags)\n"),),
+        ENTITIES, set()),
     "F1 as the mean of precision and recall": (((
         "    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0",
         "    f1 = (precision + recall) / 2"),), {SCORES, MICRO}, {RUNS, I_RULE, END, PARTIAL}),
@@ -314,6 +335,13 @@ WRONG_SPANS = {
         {BEST, LIMIT}, {INSIDE, ORDER, CHARS}),
     "the length limit off by one": (((LEGAL, LEGAL.replace("last - first < max", "last - first <= max")),), {LIMIT},
         {INSIDE, ORDER, CHARS}),
+    "a greedy span (the best start, then the best end after it)": ((rewrite("best_span", """
+context = [s == 1 for s in sequence_ids]
+starts = [i for i, inside in enumerate(context) if inside]
+first = max(starts, key=lambda i: float(start_logits[i]))
+ends = [j for j in range(first, min(first + max_answer_tokens, len(context))) if context[j]]
+return first, max(ends, key=lambda j: float(end_logits[j]))
+"""),), {BEST, INSIDE, LIMIT}, {ORDER, CHARS}),
     "the best start and the best end apart": ((rewrite("best_span", """
 context = torch.tensor([s == 1 for s in sequence_ids])
 start = start_logits.masked_fill(~context, -math.inf).argmax()
@@ -326,6 +354,14 @@ return int(start), int(end_logits.masked_fill(~context, -math.inf).argmax())
         SPANS | {CHARS}),
     "the best window by its start logit": (((WINDOW_SCORE, '        score = float(window["start_logits"][start])'),),
         {W_BEST}, SPANS | {CHARS, W_OFFSETS}),
+    "windows compared after a softmax within each window": (((WINDOW_SCORE, WINDOW_SCORE.replace(
+        'float(window["start_logits"][start] + window["end_logits"][end])',
+        'float(torch.softmax(window["start_logits"], 0)[start] * torch.softmax(window["end_logits"], 0)[end])')),),
+        {W_BEST}, SPANS | {CHARS, W_OFFSETS, W_LEGAL}),
+    "windows compared by start x end": (((WINDOW_SCORE, WINDOW_SCORE.replace(
+        'window["start_logits"][start] + window["end_logits"][end]',
+        'window["start_logits"][start] * window["end_logits"][end]')),),
+        {W_BEST}, SPANS | {CHARS, W_OFFSETS, W_LEGAL}),
     "windows compared by their largest logits": (((WINDOW_SCORE, WINDOW_SCORE.replace(
         'window["start_logits"][start] + window["end_logits"][end]',
         'window["start_logits"].max() + window["end_logits"].max()')),), {W_LEGAL},
@@ -420,3 +456,32 @@ def test_stub_scores_zero(stub):
 @pytest.mark.slow
 def test_release_scores_zero():
     assert_release_scores_zero(RELEASE, "ex09-tagging-and-qa")
+
+
+# Issue 36: the hint a planted mistake gets names that mistake, and no other: legality before optimality in
+# best_span (a greedy span, always legal, is told about optimality), F1's edge rule, the scale of the windows.
+SAYS = {"a greedy span (the best start, then the best end after it)": "another legal span scores higher",
+        "spans in the question": "CONTEXT (sequence id 1)",
+        "the length limit off by one": "at most max_answer_tokens",
+        "end before start": "end >= start",
+        "F1 = zero_division when P + R = 0": "whatever zero_division is",
+        "windows compared after a softmax within each window": "softmax within each window",
+        "windows compared by start x end": "not by a product"}
+HINTS = {"a greedy span (the best start, then the best end after it)": (SPANS, {BEST, INSIDE, LIMIT}),
+         "spans in the question": (SPANS, {BEST, INSIDE, ORDER}),
+         "the length limit off by one": (SPANS, {LIMIT}),
+         "end before start": (SPANS, {BEST, INSIDE, ORDER, LIMIT}),
+         "F1 = zero_division when P + R = 0": (ENTITIES, {ZERO}),
+         "windows compared after a softmax within each window": ({W_BEST, W_OFFSETS, W_LEGAL}, {W_BEST}),
+         "windows compared by start x end": ({W_BEST, W_OFFSETS, W_LEGAL}, {W_BEST})}
+OTHERS = {"greedy": "another legal span scores higher", "inside": "CONTEXT (sequence id 1)",
+          "limit": "at most max_answer_tokens", "order": "end >= start"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(HINTS))
+def test_the_hint_names_the_mistake_made(name):
+    among, failing = HINTS[name]
+    expected = dict.fromkeys(failing, SAYS[name])  # a span checked for legality first, then for being the best
+    assert_hints_name(CHECKS, SOURCES[name][0], set(among), expected,
+                      tuple(words for words in OTHERS.values() if words != SAYS[name]))
