@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ from bertcourse.after_bert.variants import VariantSpec, build_variant
 from bertcourse.classifier import build_classifier
 from bertcourse.config import ModelConfig
 from bertcourse.course import load_course, select_profile
-from bertcourse.data import load_corpus, wikitext_lines
+from bertcourse.data import Corpus, load_corpus, wikitext_lines
 from bertcourse.errors import BertcourseError
 from bertcourse.model import BertForMLM, build_model, count_parameters
 from bertcourse.prepare_data import profile_tokenizer
@@ -221,15 +222,52 @@ class CourseData:
         return self.cache[("sst2", probe_rows)]
 
 
+PAIR_SOURCES = ("wikitext2", "sst2")  # what NSP / SOP rows are built from: WikiText-2's articles, SST-2's phrases
+
+
+def lesson_corpus(corpus: Corpus) -> Corpus:
+    """The corpus every variant of lessons 6 and 7 reads: `corpus` without the sentences of sources the pair
+    variants cannot read (only WikiText-2's articles are split into documents here; `gpu` adds WikiText-103).
+
+    Why: on `gpu` the MLM variant would read ~82M tokens of WikiText-103 once while NSP / SOP repeat
+    WikiText-2's ~1.4M 50-60 times, and the verdict would measure repetition, not the objective. Unchanged
+    where the corpus is WikiText-2 and SST-2 alone (the cpu profiles). The slices follow `load_corpus`'s
+    layout: WikiText-2's training sentences first, then each other source's in the order of its counts.
+    """
+    sources = [key.removesuffix(" kept") for key in corpus.counts if key.endswith(" kept")]
+    if set(sources) <= set(PAIR_SOURCES):
+        return corpus
+    sizes = {name: corpus.counts[f"{name} kept"] - corpus.counts.get(f"{name} equal to a held-out sentence, dropped", 0)
+             for name in sources if name != "wikitext2"}
+    start = len(corpus.train) - sum(sizes.values())
+    if start < 0:
+        raise AfterBertError(f"the corpus's counts ({corpus.counts}) do not match its {len(corpus.train)} sentences")
+    train = corpus.train[:start]
+    for name, size in sizes.items():
+        if name in PAIR_SOURCES:
+            train += corpus.train[start : start + size]
+        start += size
+    left_out = {f"{name} left out for lessons 6-7": size for name, size in sizes.items() if name not in PAIR_SOURCES}
+    return dataclasses.replace(corpus, train=train, counts={**corpus.counts, **left_out})
+
+
 @functools.lru_cache(maxsize=2)
 def course_data(profile: str | None = None) -> CourseData:
     """The shared data of the profile named `profile` (select_profile's rule), loaded once per process: the
     profile's corpus and its one tokenizer (`profile_tokenizer`), the ones its pretrained BERT (`ensure_pretrained`,
-    lesson 3) was trained with, so the teacher and generator of lesson 7 read the same ids as its runs."""
+    lesson 3) was trained with, so the teacher and generator of lesson 7 read the same ids as its runs. The
+    runs read the sentences every variant can read (`lesson_corpus`), said in one line where that leaves
+    some out."""
     course = load_course()
     profile_spec = select_profile(profile, course)
-    corpus = load_corpus(course, profile_spec=profile_spec)
-    tokenizer = profile_tokenizer(profile_spec, course, corpus, progress=False)
+    full = load_corpus(course, profile_spec=profile_spec)
+    tokenizer = profile_tokenizer(profile_spec, course, full, progress=False)
+    corpus = lesson_corpus(full)
+    if corpus is not full:
+        print(f"lessons 6-7 read WikiText-2 and SST-2 ({len(corpus.train):,} sentences; "
+              f"{', '.join(k.split()[0] for k in corpus.counts if k.endswith('for lessons 6-7'))} left out): "
+              "NSP / SOP need WikiText-2's "
+              "articles, and every variant reads the same sentences", file=sys.stderr)
     config = profile_spec.model.for_arch("bert", vocab_size=len(tokenizer))
     ids = tokenize(tokenizer, corpus.heldout).ids
     heldout = MaskedLM(tokenizer, course.masking).heldout_batches(
