@@ -238,18 +238,33 @@ def test_binary_average_scores_pos_label(student):
                  reference_prf(y_true, y_pred, average="binary", pos_label="neg")), "string pos_label scores differ"
 
 
+F1_NOT_ZERO_DIVISION = ("F1 is 2tp / (2tp + fp + fn): a class with no true positive but some false positive or "
+                        "negative has F1 0, whatever zero_division says; zero_division stands only for a 0/0 (for F1: "
+                        "a class neither present nor predicted)")
+
+
 @pytest.mark.check(cell="prf_checks", points=1.0,
                    feedback="a 0/0 ratio (a class never predicted, never present, or neither) is `zero_division` "
-                   "(0 or 1)")
+                   "(0 or 1); only a 0/0: a class predicted and present but never right has F1 0")
 def test_zero_division(student):
     y_true, y_pred = [0, 0, 1, 1, 2, 0], [0, 1, 1, 0, 1, 3]  # 2 is never predicted, 3 never present
+    # classes 1 and 2 predicted and present but never right: P = R = 0, so F1 = 0 (no 0/0)
+    missed_true, missed_pred = [0, 1, 2, 2, 0], [0, 2, 1, 0, 1]
     cases = [
         (y_true, y_pred, {"average": None}),
         (y_true, y_pred, {"average": "macro"}),
         (y_true, y_pred, {"average": None, "labels": [0, 1, 2, 3, 4]}),  # 4: in neither list
         (y_true, y_pred, {"average": "weighted", "labels": [4, 2]}),  # support 0 and 2
         ([0, 0, 0], [0, 0, 0], {"average": "binary"}),  # the positive class 1 never occurs
+        (missed_true, missed_pred, {"average": None}),
+        (missed_true, missed_pred, {"average": "macro"}),
+        ([0, 1, 1, 0], [1, 0, 0, 1], {"average": "binary"}),  # tp = 0, fp = fn = 2
     ]
+    got = student_prf(student, missed_true, missed_pred, average=None, zero_division=1)
+    if all(len(v) == 3 for v in got) and close(list(got[0][1:]) + list(got[1][1:]), [0.0] * 4):
+        if close(list(got[2][1:]), [1.0, 1.0]):
+            raise Diagnosis(F1_NOT_ZERO_DIVISION, "with zero_division=1, classes predicted and present but never "
+                                                  "right got F1 1")
     for zero_division in (0, 1):
         for yt, yp, kwargs in cases:
             got = student_prf(student, yt, yp, zero_division=zero_division, **kwargs)

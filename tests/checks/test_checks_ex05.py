@@ -14,6 +14,7 @@ from check_proofs import (
     assert_bundle_caught,
     assert_bundles_sound,
     assert_every_check_targeted,
+    assert_hints_name,
     assert_passes_every_check,
     assert_points_add_up,
     assert_release_scores_zero,
@@ -292,6 +293,10 @@ WRONG = {
     "zero_division ignored": (
         mutate("return num / den if den else float(zero_division)", "return num / den if den else 0.0"),
         {"test_zero_division"}, others("test_zero_division", within=PRF)),
+    "F1 = zero_division when P + R = 0": (
+        mutate("    f1 = [ratio(2 * a, 2 * a + b + c) for a, b, c in zip(tp, fp, fn)]",
+               "    f1 = [2 * p * r / (p + r) if p + r else float(zero_division) for p, r in zip(precision, recall)]"),
+        {"test_zero_division"}, others("test_zero_division", within=PRF)),
     "labels= sorted": (
         mutate("if labels is None else list(labels)\n    pairs", "if labels is None else sorted(labels)\n    pairs"),
         {"test_explicit_labels_subset_in_order"},
@@ -523,3 +528,12 @@ def test_the_visible_large_n_hint_follows_what_small_n_showed():
         shown[name] = out.getvalue()
     assert "fix that first" in shown["biased"] and "float" not in shown["biased"], shown["biased"]
     assert "far beyond a float" in shown["float factorials"], shown["float factorials"]
+
+
+@pytest.mark.parametrize("name, words", [("F1 = zero_division when P + R = 0", "whatever zero_division says"),
+                                         ("zero_division ignored", "is `zero_division`")])
+def test_the_zero_division_hint_names_the_mistake_made(name, words):
+    """Issue 36: an F1 that stands in zero_division for P + R = 0 is told that F1 is then 0 (not the check's own
+    hint on 0/0 ratios), and code that ignores zero_division keeps that own hint."""
+    others = tuple(w for w in ("whatever zero_division says", "is `zero_division`") if w != words)
+    assert_hints_name(CHECKS, wrong_entry(WRONG[name])[0], set(PRF), {"test_zero_division": words}, others)
