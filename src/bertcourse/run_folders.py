@@ -18,12 +18,12 @@ RUNS_ENV = "BERTCOURSE_RUNS"
 
 
 def runs_dir(course: Any = None) -> Path:
-    """$BERTCOURSE_RUNS, else `runs/` in the course root (`course.root`, or the one `find_root` finds), else
-    `runs/` in the working folder where no course root is found."""
+    """$BERTCOURSE_RUNS, else `runs/` in the course root (`course.root`, `course` itself when it is a path, or
+    the one `find_root` finds), else `runs/` in the working folder where no course root is found."""
     if os.environ.get(RUNS_ENV):
         return Path(os.environ[RUNS_ENV]).expanduser()
     if course is not None:
-        return Path(course.root) / "runs"
+        return Path(course if isinstance(course, str | Path) else course.root) / "runs"
     from bertcourse.course import CourseError, find_root
 
     try:
@@ -49,6 +49,13 @@ def finetuning_folder(arch: str, regime: str, init: str, profile: str, seed: int
     return run_folder(f"finetune-{arch}-{regime}-{init}", profile, tag=f"seed{seed}", runs=runs)
 
 
+def results_folder(name: str, profile: str, *, runs: str | Path | None = None) -> Path:
+    """`RUNS/results/NAME-PROFILE`: a report a later lesson reads (lesson 4's `sst2-PROFILE`, whose predictions
+    lesson 5 tests; its label curve), kept with the runs so that it outlives a Colab runtime as they do
+    ($BERTCOURSE_RUNS in Drive), where a `results/` in the course root would be lost with the VM."""
+    return Path(runs if runs is not None else runs_dir()) / "results" / f"{name}-{profile}"
+
+
 def settings_folder(name: str, profile: str, corpus: Any, course: Any = None, runs: str | Path | None = None) -> Path:
     """`RUNS/NAME-PROFILE-DIGEST`, the digest covering the profile's settings and the corpus: a lesson's own
     experiment (lesson 2's two short BERTs). A notebook that reruns finds its checkpoint and resumes; after a
@@ -61,4 +68,5 @@ def settings_folder(name: str, profile: str, corpus: Any, course: Any = None, ru
     return run_folder(name, profile, tag=digest, runs=runs if runs is not None else runs_dir(course))
 
 
-__all__ = ["RUNS_ENV", "finetuning_folder", "pretraining_folder", "run_folder", "runs_dir", "settings_folder"]
+__all__ = ["RUNS_ENV", "finetuning_folder", "pretraining_folder", "results_folder", "run_folder", "runs_dir",
+           "settings_folder"]

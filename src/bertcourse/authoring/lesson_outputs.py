@@ -190,11 +190,17 @@ def execute_lessons(names: list[str] | None = None, profile: str = "cpu", data_d
 
 def keep_measured_table(root: Path, profile: str) -> Path | None:
     """Copy the headline experiment's results.json of `profile` (results/ is not committed) to
-    benchmarks/results/sst2-PROFILE/, where lesson 4 finds the measured table when it runs on another profile."""
+    benchmarks/results/sst2-PROFILE/, where lesson 4 finds the measured table when it runs on another profile.
+    It is read from the runs folder (`run_folders.results_folder`), else from the course root's results/
+    (where lesson 4 wrote it before)."""
     import shutil
 
-    made = root / "results" / f"sst2-{profile}" / "results.json"
-    if not made.is_file():
+    from bertcourse.run_folders import results_folder, runs_dir
+
+    places = [results_folder("sst2", profile, runs=runs_dir(root)) / "results.json",
+              root / "results" / f"sst2-{profile}" / "results.json"]
+    made = next((path for path in places if path.is_file()), None)
+    if made is None:
         return None
     kept = root / "benchmarks" / "results" / f"sst2-{profile}" / "results.json"
     kept.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ import itertools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -80,24 +81,44 @@ def tokenize_prefix(tokenizer: Any, sentences: Sequence[str], budget: int | None
     """The first sentences that hold at least `budget` tokens (all when the corpus is smaller, or with
     `budget=None`): a seconds-long run needs a few thousand sentences, not the time to tokenize 60,000.
 
-    Chunks of `chunk` sentences are cached one by one; each is narrowed to the smallest dtype as it comes,
-    so a corpus of WikiText-103's size never exists as Python lists (a bar shows after 2 seconds)."""
+    The prefix grows by `chunk` sentences at a time; each chunk is narrowed to the smallest dtype as it comes,
+    so a corpus of WikiText-103's size never exists as Python lists (a bar shows after 2 seconds). The token
+    ids are cached in ONE file per corpus and tokenizer (`_cache_path`), holding the longest prefix tokenized
+    so far: a later call reads what it holds and tokenizes only the rest (a few files copy quickly to and from
+    a Drive folder, where thousands of small ones would not)."""
     core = _plain_backend(tokenizer)
-    base = hashlib.sha256(core.to_str().encode())
     id_type = smallest_dtype(0, max(len(tokenizer) - 1, 0))
+    path = _cache_path(core, sentences)
+    have = _read_cache(path)  # (ids, words, offsets) of the first len(offsets) - 1 sentences, or None
+    n_cached = len(have[2]) - 1 if have is not None else 0
+    new: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # encodings of the sentences after the cached ones
     ids, words, lengths, total = [], [], [], 0
     bar = progress_bar(total=len(sentences), desc="tokenizing", unit=" sentences", delay=2, disable=not progress)
     for start in range(0, len(sentences), chunk):
-        part = sentences[start : start + chunk]
-        flat, part_words, offsets = _cached_encoding(core, part, base.copy(), bar)
+        end = min(start + chunk, len(sentences))
+        pieces = []
+        if have is not None and start < n_cached:  # the cached part of this chunk
+            stop = min(end, n_cached)
+            cached_ids, cached_words, offsets = have
+            lo, hi = offsets[start], offsets[stop]
+            pieces.append((cached_ids[lo:hi], cached_words[lo:hi], np.diff(offsets[start : stop + 1])))
+            bar.update(stop - start)
+        if end > n_cached:  # the rest: tokenized now
+            encoded = _encode(core, sentences[max(start, n_cached) : end], bar)
+            new.append(encoded)
+            pieces.append(encoded)
+        flat = np.concatenate([p[0] for p in pieces])
+        part_words = np.concatenate([p[1] for p in pieces])
         ids.append(flat.astype(id_type))
         if word_ids:
             words.append(part_words.astype(smallest_dtype(NOT_A_WORD, int(part_words.max(initial=0)))))
-        lengths.append(np.diff(offsets))
-        total += len(flat) + len(part)  # with one [SEP] a sentence
+        lengths.append(np.concatenate([p[2] for p in pieces]))
+        total += len(flat) + (end - start)  # with one [SEP] a sentence
         if budget is not None and total >= budget:
             break
     bar.close()
+    if new:
+        _write_cache(path, have, new)
     offsets = np.zeros(sum(map(len, lengths)) + 1, dtype=np.int64)
     np.cumsum(np.concatenate(lengths) if lengths else [], out=offsets[1:])
     rows = Ragged(np.concatenate(ids) if ids else np.zeros(0, id_type), offsets)
@@ -118,24 +139,47 @@ def _plain_backend(tokenizer: Any) -> Any:
     return core
 
 
-def _cached_encoding(core: Any, sentences: Sequence[str], digest: Any,
-                     bar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(token ids, word ids, offsets) of all sentences, flat: sentence i is [offsets[i], offsets[i + 1]).
-    `digest` is a sha256 of the tokenizer core, to which the sentences are added for the cache file's name.
-    The tokenizer sees 10,000 sentences at a time, so its Encoding objects (tokens, offsets, masks: many
-    times the ids) never hold a whole corpus."""
+def _cache_path(core: Any, sentences: Sequence[str]) -> Path:
+    """The corpus's one cache file: named by a sha256 of the tokenizer core and of every sentence (the name
+    `tokenize` has always given a whole corpus's file, so those are found)."""
+    digest = hashlib.sha256(core.to_str().encode())
     for sentence in sentences:
         digest.update(sentence.encode())
         digest.update(b"\n")
-    path = cache_dir() / "pretokenized" / f"{digest.hexdigest()[:24]}.npz"
-    if path.is_file():
-        try:
-            with np.load(path) as saved:
-                found = saved["ids"], saved["words"], saved["offsets"]
-            bar.update(len(sentences))
-            return found
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged (or older, word-id-less) cache file: tokenize again and overwrite it
+    return cache_dir() / "pretokenized" / f"{digest.hexdigest()[:24]}.npz"
+
+
+def _read_cache(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(token ids, word ids, offsets) of the prefix the cache file holds; None without a readable one (a damaged
+    or older, word-id-less file is tokenized again and overwritten)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as saved:
+            return saved["ids"], saved["words"], saved["offsets"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _write_cache(path: Path, have: tuple[np.ndarray, ...] | None,
+                 new: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    """The cached prefix and the sentences tokenized after it, as one file: flat int32 ids and word ids, int64
+    offsets (sentence i is [offsets[i], offsets[i + 1])), written to a side file and renamed (atomic)."""
+    parts = ([have[:2] + (np.diff(have[2]),)] if have is not None else []) + new
+    lengths = np.concatenate([p[2] for p in parts])
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f"{path.stem}.{os.getpid()}.partial.npz")
+    np.savez(staging, ids=np.concatenate([p[0] for p in parts]).astype(np.int32, copy=False),
+             words=np.concatenate([p[1] for p in parts]).astype(np.int32, copy=False), offsets=offsets)
+    os.replace(staging, path)
+
+
+def _encode(core: Any, sentences: Sequence[str], bar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(token ids, word ids, lengths) of `sentences`, flat int32 ids and word ids. The tokenizer sees 10,000
+    sentences at a time, so its Encoding objects (tokens, offsets, masks: many times the ids) never hold a
+    whole corpus."""
     ids, words, lengths = [], [], []
     for start in range(0, len(sentences), ENCODE_BATCH):
         encodings = core.encode_batch(list(sentences[start : start + ENCODE_BATCH]), add_special_tokens=False)
@@ -145,15 +189,8 @@ def _cached_encoding(core: Any, sentences: Sequence[str], digest: Any,
         words.append(np.fromiter((NOT_A_WORD if w is None else w for e in encodings for w in e.word_ids),
                                  dtype=np.int32, count=count))
         bar.update(len(encodings))
-    offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(lengths) if lengths else [], out=offsets[1:])
-    flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
-    words = np.concatenate(words) if words else np.zeros(0, np.int32)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f"{path.stem}.{os.getpid()}.partial.npz")
-    np.savez(staging, ids=flat, words=words, offsets=offsets)
-    os.replace(staging, path)
-    return flat, words, offsets
+    return (np.concatenate(ids) if ids else np.zeros(0, np.int32), np.concatenate(words) if words else
+            np.zeros(0, np.int32), np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
 
 
 def pack_sentences(sentence_ids: Sequence[Sequence[int]], max_seq_len: int, cls_id: int, sep_id: int,
