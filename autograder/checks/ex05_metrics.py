@@ -25,7 +25,7 @@ import torch
 from _common import binomial_interval_ok, concept_answer, global_draws, reseed_globals
 
 from bertcourse import metrics as reference
-from bertcourse.grading import Diagnosis
+from bertcourse.grading import Diagnosis, StudentError
 
 TOL = 1e-9
 TAIL = 1e-9
@@ -265,6 +265,19 @@ def test_zero_division(student):
         if close(list(got[2][1:]), [1.0, 1.0]):
             raise Diagnosis(F1_NOT_ZERO_DIVISION, "with zero_division=1, classes predicted and present but never "
                                                   "right got F1 1")
+    # every listed class with support 0: 'weighted' is then the plain mean (at zero_division 1: 0.5, 1, 0.5)
+    unsupported = {"average": "weighted", "labels": [3, 4]}
+    try:
+        got = student_prf(student, y_true, y_pred, zero_division=1, **unsupported)
+    except StudentError as error:
+        got = str(error)
+    if (isinstance(got, str) or not close(got, reference_prf(y_true, y_pred, zero_division=1, **unsupported))) and all(
+            close(student_prf(student, yt, yp, zero_division=1, **kwargs),
+                  reference_prf(yt, yp, zero_division=1, **kwargs)) for yt, yp, kwargs in cases[:2]):
+        raise Diagnosis("when every listed class has support 0 there is nothing to weight by: 'weighted' is then the "
+                        "plain mean over the classes", "with labels=[3, 4] (no true example of either) and "
+                        f"zero_division=1, average='weighted' gave {got if isinstance(got, str) else shown(got)}")
+    cases.append((y_true, y_pred, unsupported))
     for zero_division in (0, 1):
         for yt, yp, kwargs in cases:
             got = student_prf(student, yt, yp, zero_division=zero_division, **kwargs)
@@ -523,6 +536,22 @@ def test_bootstrap_pairs_labels_and_predictions(student):
 
 
 @pytest.mark.check(cell="bootstrap_checks", points=1.0,
+                   feedback="each resample is scored with `metric`, the function passed in (accuracy is only one "
+                   "example): not a score written into bootstrap_ci")
+def test_bootstrap_scores_with_the_metric_given(student):
+    # The course's own MCC (trusted), reached through the notebook's `accuracy` (from the same module): a model
+    # wrong on every example of two classes has MCC -1 on every resample (both classes are in each one but with
+    # chance < 1e-50), and accuracy 0.
+    mcc = student.call_method(student.getattr(student.ref("accuracy"), "__globals__", as_remote=True),
+                              "__getitem__", "matthews_corrcoef")
+    y_true, _ = accuracy_data(200, 200, 3)
+    wrong = [1 - t for t in y_true]
+    got = interval(student.call("bootstrap_ci", y_true, wrong, mcc, n_resamples=100, seed=6))
+    assert max(abs(v + 1.0) for v in got) < 1e-9, (
+        f"with the Matthews correlation as the metric, a model wrong on every example got {shown(list(got))}")
+
+
+@pytest.mark.check(cell="bootstrap_checks", points=0.5,
                    feedback="same seed, same interval, and another seed another interval: draw from a generator of "
                    "your own made from `seed`; reseeding the global one changes what the rest of the program draws")
 def test_bootstrap_seed(student):
@@ -542,7 +571,7 @@ def test_bootstrap_seed(student):
     assert len(others | {first}) > 1, "every seed gave the same interval: the seed is not used"
 
 
-@pytest.mark.check(cell="bootstrap_checks", points=1.0,
+@pytest.mark.check(cell="bootstrap_checks", points=0.5,
                    feedback="draw exactly n_resamples resamples: the argument, not a fixed count; credited once the "
                    "interval is right")
 def test_bootstrap_honours_n_resamples(student):

@@ -240,7 +240,7 @@ SQUAD = {"test_normalize_answer_each_step", "test_normalize_answer_step_order", 
          "test_exact_match_best_normalised_reference", "test_token_f1_matches_reference",
          "test_token_f1_counts_repeated_tokens", "test_token_f1_best_reference", "test_empty_answers"}
 BOOT = {"test_bootstrap_interval_quantiles", "test_bootstrap_pairs_labels_and_predictions", "test_bootstrap_seed",
-        "test_bootstrap_honours_n_resamples"}
+        "test_bootstrap_honours_n_resamples", "test_bootstrap_scores_with_the_metric_given"}
 
 
 def others(*keep: str, within: set[str]) -> frozenset[str]:
@@ -297,6 +297,14 @@ WRONG = {
         mutate("    f1 = [ratio(2 * a, 2 * a + b + c) for a, b, c in zip(tp, fp, fn)]",
                "    f1 = [2 * p * r / (p + r) if p + r else float(zero_division) for p, r in zip(precision, recall)]"),
         {"test_zero_division"}, others("test_zero_division", within=PRF)),
+    "weighted by supports that are all 0": (
+        mutate("    if average == \"weighted\" and sum(support) > 0:", "    if average == \"weighted\":"),
+        {"test_zero_division"}, others("test_zero_division", within=PRF)),
+    "accuracy written into bootstrap_ci": (
+        mutate("        scores.append(metric([y_true[i] for i in idx], [y_pred[i] for i in idx]))",
+               "        scores.append(sum(y_true[i] == y_pred[i] for i in idx) / n)"),
+        {"test_bootstrap_scores_with_the_metric_given"}, others("test_bootstrap_scores_with_the_metric_given",
+                                                                within=BOOT)),
     "labels= sorted": (
         mutate("if labels is None else list(labels)\n    pairs", "if labels is None else sorted(labels)\n    pairs"),
         {"test_explicit_labels_subset_in_order"},
@@ -531,9 +539,10 @@ def test_the_visible_large_n_hint_follows_what_small_n_showed():
 
 
 @pytest.mark.parametrize("name, words", [("F1 = zero_division when P + R = 0", "whatever zero_division says"),
-                                         ("zero_division ignored", "is `zero_division`")])
+                                         ("zero_division ignored", "is `zero_division`"),
+                                         ("weighted by supports that are all 0", "plain mean")])
 def test_the_zero_division_hint_names_the_mistake_made(name, words):
     """Issue 36: an F1 that stands in zero_division for P + R = 0 is told that F1 is then 0 (not the check's own
     hint on 0/0 ratios), and code that ignores zero_division keeps that own hint."""
-    others = tuple(w for w in ("whatever zero_division says", "is `zero_division`") if w != words)
+    others = tuple(w for w in ("whatever zero_division says", "is `zero_division`", "plain mean") if w != words)
     assert_hints_name(CHECKS, wrong_entry(WRONG[name])[0], set(PRF), {"test_zero_division": words}, others)
