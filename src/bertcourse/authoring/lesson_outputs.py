@@ -18,12 +18,12 @@ import argparse
 import datetime
 import hashlib
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import package_commit
 
 KEY = "bertcourse"
 # Run in the kernel before the lesson's first cell, never by library code: figures as PNG at 72 dpi keep a
@@ -63,19 +63,6 @@ def stale_cells(notebook: Any) -> list[int]:
                 if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count") is not None)]
     return [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"
             and cell.metadata.get(KEY, {}).get("source_sha256") != source_hash(cell.source)]
-
-
-def package_commit(root: Path) -> str:
-    """The checkout's git commit, with `+dirty` when tracked files differ from it; `unknown` outside git."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
-
-    try:
-        commit = git("rev-parse", "HEAD").strip()
-        dirty = git("status", "--porcelain", "--untracked-files=no").strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("+dirty" if dirty else "")
 
 
 def data_source(data_dir: str | None) -> str:

@@ -8,6 +8,8 @@ weights of a run that was never interrupted.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -90,7 +92,11 @@ def _as_current_config(saved: dict) -> dict:
 
 
 def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertForMLM | GPT, Any]:
-    """The model and tokenizer saved in a pretraining checkpoint (for fine-tuning and lessons)."""
+    """The model and tokenizer saved in a pretraining checkpoint, or in a shipped model's folder (its files'
+    sha256 checked: `load_shipped`), for fine-tuning and lessons."""
+    if Path(path).is_dir() and is_shipped(path):
+        model, tokenizer, _ = load_shipped(folder=path, device=device)
+        return model, tokenizer
     state = load_checkpoint(path)
     config = ModelConfig.from_dict(state["settings"]["model_config"])
     model = build_model(config)
@@ -109,6 +115,97 @@ def tokenizer_from_json(text: str) -> PreTrainedTokenizerFast:
         mask_token="[MASK]",
     )
 
+# ----------------------------------------------------------------------------- shipped checkpoints
+# The course's own pretrained models, shipped with the package (`src/bertcourse/checkpoints/ARCH-PROFILE/`): a
+# finished run made small, `model.safetensors` (weights only), `tokenizer.json`, `metrics.json` (the run's
+# report, its loss log thinned), `card.json` (command, commit, corpus, steps, wall time, held-out figures and
+# each file's sha256, checked at every load) and `README.md`. `bertcourse ship` (training/ship.py) writes one;
+# `read_shipped` gives back what a checkpoint holds, so a shipped folder is taken wherever a run folder is.
+
+SHIPPED_ROOT = Path(__file__).parents[1] / "checkpoints"  # package data: pip installs carry them
+CARD_NAME = "card.json"
+CARD_FORMAT = "bertcourse-shipped-1"
+WEIGHTS_NAME = "model.safetensors"
+TOKENIZER_NAME = "tokenizer.json"
+METRICS_NAME = "metrics.json"
+HASHED = (WEIGHTS_NAME, TOKENIZER_NAME, METRICS_NAME)
+LOSS_LOG_EVERY = 50  # metrics.json keeps one loss in this many steps: the curve, not 18,000 numbers
+
+
+class ShippedCheckpointError(CheckpointError):
+    """A shipped checkpoint that is missing, altered or not one (the message names the file)."""
+
+
+def shipped_folder(arch: str = "bert", profile: str = "cpu-long") -> Path:
+    """Where the package keeps the shipped `arch` model pretrained on `profile`."""
+    return SHIPPED_ROOT / f"{arch}-{profile}"
+
+
+def is_shipped(path: str | Path) -> bool:
+    """True for a folder holding a shipped model's card."""
+    return (Path(path) / CARD_NAME).is_file()
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_files(folder: Path, expected: dict[str, str], restore: str) -> None:
+    """Refuse, in one line naming the file, any file whose sha256 is not the recorded one (`restore`: how to
+    get the right file back)."""
+    for name, want in expected.items():
+        path = folder / name
+        if not path.is_file():
+            raise ShippedCheckpointError(f"{path}: missing; {restore}")
+        got = file_sha256(path)
+        if got != want:
+            raise ShippedCheckpointError(f"{path}: sha256 {got[:16]}... is not the recorded {want[:16]}...: the file "
+                                         f"was changed or damaged; {restore}")
+
+
+def read_card(folder: str | Path) -> dict[str, Any]:
+    """card.json of a shipped folder, its files checked against the sha256 it records."""
+    folder = Path(folder)
+    path = folder / CARD_NAME
+    if not path.is_file():
+        raise ShippedCheckpointError(f"{folder}: not a shipped checkpoint (no {CARD_NAME})")
+    try:
+        card = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ShippedCheckpointError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+        raise ShippedCheckpointError(f"{path}: not a bertcourse model card (format {CARD_FORMAT!r})")
+    restore = f"restore it from the course's repository, or pretrain anew: {card.get('command', 'bertcourse pretrain')}"
+    verify_files(folder, card["sha256"], restore)
+    return card
+
+
+def read_shipped(folder: str | Path) -> dict[str, Any]:
+    """A shipped model as a pretraining checkpoint holds it ({settings, model, tokenizer, step, history}),
+    after the hash check; `card` is added."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    card = read_card(folder)
+    metrics = json.loads((folder / METRICS_NAME).read_text())
+    return {"settings": card["settings"], "model": load_file(folder / WEIGHTS_NAME),
+            "tokenizer": (folder / TOKENIZER_NAME).read_text(encoding="utf-8"), "step": card["steps"],
+            "history": metrics.get("history", {}), "card": card}
+
+
+def load_shipped(arch: str = "bert", profile: str = "cpu-long", device: Any = "cpu",
+                 folder: str | Path | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(model in eval mode, tokenizer, card) of a shipped model, loaded strictly into today's model code."""
+    saved = read_shipped(folder or shipped_folder(arch, profile))
+    model = build_model(ModelConfig.from_dict(saved["settings"]["model_config"]))
+    model.load_state_dict(saved["model"])
+    return model.to(device).eval(), tokenizer_from_json(saved["tokenizer"]), saved["card"]
+
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -120,4 +217,6 @@ __all__ = [
     "load_pretrained",
     "read_saved_state",
     "tokenizer_from_json",
+    "CARD_NAME", "SHIPPED_ROOT", "ShippedCheckpointError", "file_sha256", "is_shipped", "load_shipped", "read_card",
+    "read_shipped", "shipped_folder", "verify_files",
 ]

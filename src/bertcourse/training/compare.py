@@ -306,23 +306,27 @@ STATISTICS_TEST = (
 
 
 def public_entry(item: str, course: Any) -> tuple[str, Any] | None:
-    """(name, entry) of the course.yml public checkpoint that `item` names or gives by its spec (hf:ORG/NAME)."""
+    """(name, entry) of the course.yml public checkpoint that `item` names or gives by its spec (hf:ORG/NAME)
+    or by the folder its installed package holds (`hf_checkpoints.public_source`)."""
+    from bertcourse.hf_checkpoints import public_source
+
     if item in course.public_checkpoints:
         return item, course.public_checkpoints[item]
-    return next(((name, e) for name, e in course.public_checkpoints.items() if e.spec == item), None)
+    return next(((name, e) for name, e in course.public_checkpoints.items()
+                 if item in (e.spec, public_source(e))), None)
 
 
 def resolve_public(requested: list[str] | tuple[str, ...], course: Any) -> list[tuple[str, str, Any]]:
     """(name, spec, course.yml entry or None) for each requested name: a name of `public_checkpoints`, `hf:ORG/NAME`
     or a save_pretrained folder; `[]`-like "all" is the caller's (an empty list asks for nothing)."""
-    from bertcourse.hf_checkpoints import is_hf_spec, parse_spec
+    from bertcourse.hf_checkpoints import is_hf_spec, parse_spec, public_source
 
     chosen = []
     for item in requested:
         known = public_entry(item, course)
         if known is not None:
             name, entry = known
-            chosen.append((name, entry.spec, entry))
+            chosen.append((name, public_source(entry), entry))
         elif is_hf_spec(item):
             chosen.append((parse_spec(item).slug, item, None))
         else:

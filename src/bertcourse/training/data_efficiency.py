@@ -131,7 +131,9 @@ def parse_model(text: str, public: Mapping[str, Any] | None = None) -> CurveMode
     checkpoint; `NAME:gpt=...` states it, and the checkpoint must agree."""
     if "=" not in text:
         if public and text in public:
-            return CurveModel(text, public[text].arch, public[text].spec, arch_given=True)
+            from bertcourse.hf_checkpoints import public_source
+
+            return CurveModel(text, public[text].arch, public_source(public[text]), arch_given=True)
         if text not in COURSE_MODELS:
             names = f", a public checkpoint ({', '.join(public)})" if public else ""
             raise LabelCurveError(f"--model {text!r}: give bert, gpt{names} or NAME=PRETRAINED (a checkpoint)")
@@ -306,9 +308,9 @@ def train_with_dev(model: Any, train: tuple[list[list[int]], torch.Tensor], dev:
     from bertcourse.training.optim import adamw, layerwise_lr_scale, linear_schedule
 
     train_ids, train_labels = train
+    rows = DeviceRows(train_ids, device, labels=train_labels)  # padded once, on the device: a step indexes them
     planned = min(recipe.max_epochs * math.ceil(len(train_ids) / batch_size), steps_cap)
     check_every = max(1, math.ceil(planned / recipe.evaluations))
-    rows = DeviceRows(train_ids, device, labels=train_labels)  # padded once, on the device: a step indexes them
     # the course's one training step: autocast, fp16 loss scaling, clipping after unscaling, the schedule
     lr_scale = layerwise_lr_scale(model, recipe.layer_decay) if recipe.layer_decay != 1 else None
     train_step = TrainStep(adamw(model, learning_rate, weight_decay, lr_scale=lr_scale),

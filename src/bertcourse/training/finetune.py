@@ -70,9 +70,12 @@ from bertcourse.progress import progress_bar
 from bertcourse.run_folders import finetuning_folder, pretraining_folder
 from bertcourse.training.checkpoint import (
     CHECKPOINT_NAME,
+    WEIGHTS_NAME,
     CheckpointError,
+    is_shipped,
     load_checkpoint,
     read_saved_state,
+    read_shipped,
     save_checkpoint,
     tokenizer_from_json,
 )
@@ -196,7 +199,11 @@ def read_pretrained(path: Path) -> tuple[dict, str]:
 @functools.lru_cache(maxsize=2)
 def _read_pretrained(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
     """A pretraining checkpoint and the digest of its bytes, read once per file version: `compare` starts
-    36 runs from the same two checkpoints (mtime and size in the key: a resumed pretraining is read again)."""
+    36 runs from the same two checkpoints (mtime and size in the key: a resumed pretraining is read again).
+    A shipped model's weights file (`checkpoint.read_shipped`) is read with its card, its hashes checked."""
+    if path.name == WEIGHTS_NAME and is_shipped(path.parent):
+        saved = read_shipped(path.parent)
+        return saved, saved["card"]["sha256"][WEIGHTS_NAME][:16]
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -227,7 +234,9 @@ def _starting_point(options: FinetuneOptions, profile_spec: Profile, data_dir: A
         return _hf_starting_point(options)
     profile = profile_spec.name
     path = Path(options.pretrained) if options.pretrained else default_pretrained(options.arch, profile)
-    if path.is_dir():
+    if path.is_dir() and is_shipped(path):
+        path = path / WEIGHTS_NAME
+    elif path.is_dir():
         if not (path / CHECKPOINT_NAME).is_file() and options.pretrained:
             raise FinetuneError(f"{path}: neither a course pretraining folder (no {CHECKPOINT_NAME}) nor a "
                                 "transformers checkpoint (no config.json)")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from bertcourse.config import ARCHITECTURES, MaskingProbs
 from bertcourse.errors import BertcourseError
 from bertcourse.masking import IGNORE_INDEX, collate_for_mlm, pad_batch
-from bertcourse.training.packing import PackedData
+from bertcourse.training.packing import PackedData, pack_sentences, tokenize, tokenize_prefix
 
 EVAL_MASK_SEED = 1234  # the held-out masks are the same in every run and every evaluation
 
@@ -61,6 +61,17 @@ class Objective:
     def loss(self, model: Any, batch: Batch) -> torch.Tensor:
         """The mean cross-entropy over the batch's targets (the model computes it from `labels`)."""
         return model(**batch).loss
+
+    def pack(self, sentences: Sequence[str], max_seq_len: int, budget: int | None = None,
+             progress: bool = False) -> tuple[PackedData, int]:
+        """`sentences` (the first ones holding `budget` tokens, or all) tokenized and packed into blocks, with
+        word ids when this objective needs them; and how many sentences went in."""
+        tokenizer, words = self.tokenizer, self.uses_word_ids
+        tokens = (tokenize(tokenizer, sentences, word_ids=words, progress=progress) if budget is None
+                  else tokenize_prefix(tokenizer, sentences, budget, word_ids=words, progress=progress))
+        packed = pack_sentences(tokens.ids, max_seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id,
+                                tokens.word_ids)
+        return packed, len(tokens)
 
     def heldout_batches(self, data: PackedData, batch_size: int = 64) -> list[Batch]:
         """`data` as batches whose random choices (masks) come from a fixed seed: the same every time."""

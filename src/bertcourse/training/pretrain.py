@@ -55,13 +55,7 @@ from bertcourse.training.heldout import evaluate
 from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.objectives import Objective, objective_class
 from bertcourse.training.optim import adamw, lr_factor
-from bertcourse.training.packing import (
-    PackedData,
-    batch_indices,
-    pack_sentences,
-    tokenize,
-    tokenize_prefix,
-)
+from bertcourse.training.packing import PackedData, batch_indices
 from bertcourse.training.plotting import plot_history
 
 LOG_EVERY = 10  # steps between reads of the losses (each read waits for the GPU); also at evaluations and checkpoints
@@ -148,17 +142,6 @@ def _resume_settings(options: PretrainOptions, config: ModelConfig, spec: Any, m
     }
 
 
-def _pack(tokenizer: Any, sentences: list[str], max_seq_len: int, objective: Objective,
-          budget: int | None = None, progress: bool = True) -> tuple[PackedData, int]:
-    """`sentences` (the first ones holding `budget` tokens, or all) packed into blocks, with word ids
-    when the objective needs them; and how many sentences went in."""
-    want_words = objective.uses_word_ids
-    tokens = (tokenize(tokenizer, sentences, word_ids=want_words, progress=progress) if budget is None
-              else tokenize_prefix(tokenizer, sentences, budget, word_ids=want_words, progress=progress))
-    packed = pack_sentences(tokens.ids, max_seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id, tokens.word_ids)
-    return packed, len(tokens)
-
-
 def repeats_notice(corpus: Any, n_blocks: int, steps: int, batch_size: int) -> str:
     """The notice a run prints when its profile's corpus fell back to a smaller one (`Corpus.missing`):
     how many passes over the smaller corpus its steps make. Empty when nothing is missing, or when the steps
@@ -218,12 +201,11 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
 
     # ---- data: pack the corpus once; held-out masks fixed
     objective = objective_type(tokenizer, course.masking)
+    mask_id = tokenizer.mask_token_id if options.arch == "bert" else None  # held-out accuracy at [MASK] too
     budget = max_steps * spec.batch_size * config.max_seq_len
     with processes.main_first():  # rank 0 tokenizes and caches the tokens, the others read them
-        train_data, n_sentences = _pack(tokenizer, corpus.train, config.max_seq_len, objective, budget,
-                                        options.progress and main)
-    heldout = objective.heldout_batches(_pack(tokenizer, corpus.heldout, config.max_seq_len, objective,
-                                              progress=False)[0])
+        train_data, n_sentences = objective.pack(corpus.train, config.max_seq_len, budget, options.progress and main)
+    heldout = objective.heldout_batches(objective.pack(corpus.heldout, config.max_seq_len)[0])
     if len(train_data) < spec.batch_size:
         raise BertcourseError(f"the corpus fills only {len(train_data)} blocks, fewer than one batch")
 
@@ -335,11 +317,12 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         if step % eval_every == 0 or step % checkpoint_every == 0 or step == max_steps:
             read_log()  # the history is complete before it is saved
         if main and (step % eval_every == 0 or step == max_steps):
-            metrics = evaluate(model, heldout, device)
+            metrics = evaluate(model, heldout, device, mask_id=mask_id)
             history["eval_step"].append(step)
             history["eval_loss"].append(metrics["loss"])
             history["eval_accuracy"].append(metrics["accuracy"])
-            bar.write(f"step {step}: held-out loss {metrics['loss']:.3f}, accuracy {metrics['accuracy']:.3f}")
+            bar.write(f"step {step}: held-out loss {metrics['loss']:.3f}, accuracy {metrics['accuracy']:.3f}"
+                      + (f" ([MASK] positions: {metrics['mask_accuracy']:.3f})" if mask_id is not None else ""))
         if options.stop_after is not None and step >= options.stop_after and step < max_steps:
             bar.close()
             raise KeyboardInterrupt(f"stopped after step {step} (stop_after)")
@@ -351,7 +334,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
 
     final = {}  # under torchrun, rank 0 alone evaluates and writes the report
     if main:
-        final = evaluate(model, heldout, device)
+        final = evaluate(model, heldout, device, mask_id=mask_id)
         write_report(out_dir, history, final, options, model, cost=cost())
     processes.close()
     return PretrainResult(model, tokenizer, history, out_dir, final, train_data, heldout, objective, n_sentences)
@@ -409,6 +392,9 @@ def pretrain_command(args: Any) -> int:
     final = result.final_eval
     print(f"held-out {objective_type.target_name} loss {final['loss']:.3f}, accuracy {final['accuracy']:.3f} "
           f"({final['targets']} targets)")
+    if "mask_accuracy" in final:
+        print(f"at the [MASK] positions alone: loss {final['mask_loss']:.3f}, accuracy {final['mask_accuracy']:.3f} "
+              f"({final['mask_targets']} targets; the rest were random or kept tokens)")
     print(f"wrote {result.out_dir / CHECKPOINT_NAME}, metrics.json and loss_curve.png in {result.out_dir}")
     return 0
 
