@@ -638,7 +638,27 @@ def test_electra_padding_labelled_minus_100(student):
     assert wrong == 0, f"{wrong} of {int((~real).sum())} padding positions are not labelled -100"
 
 
-@pytest.mark.check(cell="electra_checks", points=1.0,
+@pytest.mark.check(cell="electra_checks", points=0.5,
+                   feedback="`corrupted` is a new tensor: input_ids (and the other inputs) are left as they were, so "
+                   "that the discriminator can still be told which tokens are original; credited once the masked "
+                   "positions alone are replaced")
+def test_electra_inputs_not_modified(student):
+    ids, attention, masked, logits, _ = electra_batch(91)
+    placed = [student.put(value.clone()) for value in (ids, attention, masked, logits)]
+    result = student.call("electra_inputs", *placed, student.generator(5))
+    assert isinstance(result, (list, tuple)) and len(result) == 2, "electra_inputs must return (corrupted, labels)"
+    corrupted = result[0]
+    assert isinstance(corrupted, torch.Tensor) and corrupted.shape == ids.shape, (
+        "electra_inputs must return tensors shaped like input_ids")
+    assert torch.equal(corrupted[~masked], ids[~masked]) and bool((corrupted[masked] != ids[masked]).any()), (
+        "not credited until the masked positions alone are replaced")
+    changed = [name for name, handle, value in zip(("input_ids", "attention_mask", "masked", "logits"), placed,
+                                                   (ids, attention, masked, logits))
+               if not torch.equal(student.get(handle), value)]
+    assert not changed, f"electra_inputs changed its input {', '.join(changed)}"
+
+
+@pytest.mark.check(cell="electra_checks", points=0.5,
                    feedback="draw every random number from `generator`: the same seed must give the same tokens, "
                    "another seed other tokens")
 def test_electra_draws_from_the_generator(student):

@@ -255,7 +255,7 @@ CORRUPT = {"test_one_sentinel_per_span", "test_sentinels_numbered_in_order", "te
            "test_sentinel_ids_are_an_argument"}
 ELECTRA = {"test_electra_only_masked_positions_change", "test_electra_replacements_sampled_from_the_softmax",
            "test_electra_label_1_only_where_the_token_differs", "test_electra_padding_labelled_minus_100",
-           "test_electra_draws_from_the_generator"}
+           "test_electra_draws_from_the_generator", "test_electra_inputs_not_modified"}
 
 
 # Since the audit (issue 26) this check compares the whole corruption with other sentinel ids against the
@@ -426,6 +426,10 @@ WRONG = {
     "padding labelled 0": (
         mutate(("    labels[attention_mask == 0] = -100\n", "")),
         {"test_electra_padding_labelled_minus_100"}, others("test_electra_padding_labelled_minus_100", within=ELECTRA)),
+    "input_ids corrupted in place": (
+        mutate(("    corrupted = input_ids.clone()\n", "    original = input_ids.clone()\n    corrupted = input_ids\n"),
+               ("labels = (corrupted != input_ids).long()", "labels = (corrupted != original).long()")),
+        {"test_electra_inputs_not_modified"}, others("test_electra_inputs_not_modified", within=ELECTRA)),
     "ELECTRA samples from the global generator": (
         mutate(("torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)")),
         {"test_electra_draws_from_the_generator"}, others("test_electra_draws_from_the_generator", within=ELECTRA)),
