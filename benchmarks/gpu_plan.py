@@ -16,8 +16,10 @@ No WikiText-103 is needed, nor a GPU. What it counts, and what it ESTIMATES from
   <unk>), so an 8,000-piece vocabulary holds almost every word whole; WikiText-103 spells out far more
   rare words (split into several pieces each). It prints what the passes would be at higher rates too;
 - FLOPs of one training step of the profile's BERT and GPT (FlopCounterMode, forward + backward, fp32
-  count, as benchmarks/gpu_smoke.py counts them), and from them the time of the profile's steps at an
-  ASSUMED fraction of a T4's 65 TFLOP/s fp16 tensor-core peak, and the passes over the corpus they make.
+  count, as benchmarks/gpu_smoke.py counts them) and the aten ops it dispatches (`training.budget`), and from
+  them the time of the profile's steps as the plans take it (the longer of the FLOPs at an ASSUMED fraction of
+  the GPU's tensor-core peak and the ops at an assumed cost each; the GPU named as it names itself, a T4 where
+  none is here), and the passes over the corpus they make.
 
 gpu_smoke.py measures what this assumes, on a real GPU.
 """
@@ -40,12 +42,12 @@ from bertcourse.course import load_course  # noqa: E402
 from bertcourse.data import load_corpus, wikitext_lines  # noqa: E402
 from bertcourse.model import build_model  # noqa: E402
 from bertcourse.tokenizer import load_tokenizer  # noqa: E402
+from bertcourse.training.budget import ASSUMED_OP_SECONDS, gpu_name, peak_flops, pretraining_step_ops  # noqa: E402
 from bertcourse.training.objectives import next_token_labels  # noqa: E402
 from bertcourse.training.packing import pack_sentences, tokenize  # noqa: E402
 
 WIKITEXT103_TRAIN_WORDS = 103_227_021  # Merity et al. 2016, "Pointer Sentinel Mixture Models", table 1
 WIKITEXT2_HELDOUT_WORDS = 217_646 + 245_569  # the same table: WikiText-2's validation and test splits
-T4_FP16_PEAK = 65e12  # FLOP/s, tensor cores (NVIDIA T4 datasheet)
 
 
 def gpt_flops_per_step(config, batch_size: int) -> int:
@@ -68,7 +70,7 @@ def release_words(lines: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--efficiency", type=float, nargs="+", default=[0.2, 0.1, 0.3],
-                        help="assumed fractions of the T4's fp16 peak; the first is the plan's (default 0.2 0.1 0.3)")
+                        help="assumed fractions of the GPU's fp16 peak; the first is the plan's (default 0.2 0.1 0.3)")
     parser.add_argument("--minutes", type=float, nargs="+", default=[25, 30],
                         help="BERT training minutes to give the steps for (default 25 30)")
     args = parser.parse_args(argv)
@@ -97,7 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     config = profile_spec.model.for_arch("bert", vocab_size=len(tokenizer))
     flops = {"BERT": flops_per_step(config, spec.batch_size, torch.device("cpu")),
              "GPT": gpt_flops_per_step(config, spec.batch_size)}
-    planned = args.efficiency[0]
+    ops = {"BERT": pretraining_step_ops(config), "GPT": pretraining_step_ops(config.for_arch("gpt"))}
+    planned, gpu = args.efficiency[0], gpu_name()
+    peak = peak_flops(gpu)
+
+    def minutes(steps: int, arch: str, efficiency: float) -> float:
+        """A step the longer of its FLOPs at `efficiency` of the peak and its ops at the assumed op cost."""
+        return steps * max(flops[arch] / (efficiency * peak), ops[arch] * ASSUMED_OP_SECONDS) / 60
 
     per_word = wiki_tokens.n_values / WIKITEXT2_HELDOUT_WORDS
     print(f"WikiText-2 validation + test (local copy): {WIKITEXT2_HELDOUT_WORDS:,} words by the release's count "
@@ -111,16 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     print("  if WikiText-103 gives more tokens a word (likely, see the docstring): "
           + ", ".join(f"{rate} -> ~{blocks:,.0f} blocks" for rate, blocks in higher.items()))
     print(f"FLOPs a step, batch {spec.batch_size} x {width} (counted): "
-          + ", ".join(f"{arch} {f / 1e9:,.0f} GFLOP" for arch, f in flops.items()))
-    print(f"\nESTIMATES at an assumed {planned:.0%} of a T4's {T4_FP16_PEAK / 1e12:.0f} TFLOP/s "
-          f"(range {min(args.efficiency):.0%}-{max(args.efficiency):.0%}):\n")
+          + ", ".join(f"{arch} {f / 1e9:,.0f} GFLOP, {ops[arch]:,} ops" for arch, f in flops.items()))
+    print(f"\nESTIMATES on {gpu} at an assumed {planned:.0%} of its {peak / 1e12:.0f} TFLOP/s "
+          f"(range {min(args.efficiency):.0%}-{max(args.efficiency):.0%}), an op at least "
+          f"{ASSUMED_OP_SECONDS * 1e6:.0f} us:\n")
     print("| steps | BERT minutes | GPT minutes | passes over the gpu corpus (at 1.2, 1.3 tokens a word) "
           "| over the course corpus alone |")
     print("|---|---|---|---|---|")
-    targets = [int(round(m * 60 * planned * T4_FP16_PEAK / flops["BERT"], -3)) for m in args.minutes]
+    targets = [int(round(m / minutes(1, "BERT", planned), -3)) for m in args.minutes]
     for steps in sorted({spec.max_steps, *targets}):
-        minutes = {arch: [steps * f / (e * T4_FP16_PEAK) / 60 for e in args.efficiency] for arch, f in flops.items()}
-        cells = [f"{m[0]:.1f} ({min(m):.1f}-{max(m):.1f})" for m in minutes.values()]
+        spans = [[minutes(steps, arch, e) for e in args.efficiency] for arch in flops]
+        cells = [f"{m[0]:.1f} ({min(m):.1f}-{max(m):.1f})" for m in spans]
         mark = " (course.yml)" if steps == spec.max_steps else ""
         passes = ", ".join(f"{steps * spec.batch_size / blocks:.1f}" for blocks in higher.values())
         print(f"| {steps:,}{mark} | {cells[0]} | {cells[1]} | {steps * spec.batch_size / gpu_blocks:.1f} ({passes}) | "
