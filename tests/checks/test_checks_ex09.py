@@ -485,3 +485,13 @@ def test_the_hint_names_the_mistake_made(name):
     expected = dict.fromkeys(failing, SAYS[name])  # a span checked for legality first, then for being the best
     assert_hints_name(CHECKS, SOURCES[name][0], set(among), expected,
                       tuple(words for words in OTHERS.values() if words != SAYS[name]))
+
+
+@pytest.mark.slow
+def test_windows_compared_right_on_a_wrong_best_span_are_sent_to_part_4():
+    """A greedy best_span inside a right answer_in_windows: the window checks say the spans are part 4's mistake,
+    not that the windows were compared wrong."""
+    windows = {W_BEST, W_OFFSETS, W_LEGAL}
+    assert_hints_name(CHECKS, SOURCES["a greedy span (the best start, then the best end after it)"][0], windows,
+                      dict.fromkeys(windows, "fix part 4 first"), ("not by the start logit alone",
+                                                                  "offsets of the window", "largest logits"))
