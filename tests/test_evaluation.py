@@ -273,3 +273,19 @@ def test_lesson_5_reads_every_seed_of_lesson_4s_runs(tmp_path):
         load_finetuned_predictions(results)
     with pytest.raises(FileNotFoundError, match="results.json is not there"):
         load_finetuned_predictions(tmp_path / "results" / "sst2-gpu")
+
+
+def test_tiny_classifier_logs_what_it_saw_and_in_which_mode():
+    """ex08's checks read a model's log back as data: one ("built",) per model, then a ("forward", dropout on,
+    first input column) per forward pass, in order, whatever the caller does with the model."""
+    import torch
+
+    log: list = []
+    model = evaluation.tiny_classifier(3, 2, dropout=0.5, training=False, log=log)
+    x = torch.tensor([[1.5, 0.0, 0.0], [-2.0, 1.0, 1.0]])
+    with torch.no_grad():
+        model(x)
+        model.train()
+        model(x[:1])
+    assert log == [("built",), ("forward", False, [1.5, -2.0]), ("forward", True, [1.5])]
+    assert evaluation.tiny_classifier(3, 2)(x).shape == (2, 2)  # no log, no hook
