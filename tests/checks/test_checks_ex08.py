@@ -203,7 +203,44 @@ def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=
 answer_q1, answer_q2 = "c", "A"
 '''
 
-CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY}
+def another_recipe() -> str:
+    """The solution with part 6 written otherwise, as the contract allows: the order shuffled by a
+    `random.Random` of the seed's own, a look at the training batches in eval mode after each epoch (to monitor),
+    the loss as a sum divided by the batch size, and the evaluation in chunks."""
+    source = solution()
+    start = source.index("def finetune_over_seeds(")
+    end = source.index("### END SOLUTION\n", start) + len("### END SOLUTION\n")
+    return source[:start] + '''def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=1,
+                        lr=0.1):
+    table = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = make_model()
+        sgd = torch.optim.SGD(model.parameters(), lr=lr)
+        shuffler = random.Random(seed)
+        order = list(range(len(train_batches)))
+        for _ in range(epochs):
+            model.train()
+            shuffler.shuffle(order)
+            for i in order:
+                inputs, labels = train_batches[i]
+                loss = torch.nn.functional.cross_entropy(model(inputs), labels, reduction="sum") / len(labels)
+                sgd.zero_grad()
+                loss.backward()
+                sgd.step()
+            model.eval()
+            with torch.no_grad():
+                seen = sum(int((model(x).argmax(-1) == y).sum()) for x, y in train_batches)
+            assert seen >= 0
+        model.eval()
+        with torch.no_grad():
+            chunks = [model(x).argmax(-1) for x in eval_batch[0].split(150)]
+        table.append(torch.cat(chunks) == eval_batch[1])
+    return torch.stack(table)
+''' + source[end:]
+
+
+CORRECT = {"python loops": lambda: LOOPS, "numpy": lambda: NUMPY, "another order, monitoring, chunks": another_recipe}
 
 LOSS_CE, LOSS_MEAN, LOSS_NAN = ("test_cross_entropy_of_each_target", "test_mean_over_the_sentence_targets_only",
                                 "test_sentence_without_targets_is_nan")
