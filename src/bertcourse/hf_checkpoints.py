@@ -20,12 +20,14 @@ local Hugging Face cache alone is read (a lesson must not hang on an offline mac
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
 import inspect
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -241,8 +243,9 @@ def _load(source: Source, stamp: float, head: type | None, attention: str | None
     if attention is not None:
         kwargs["attn_implementation"] = attention
     try:
-        model, loading = (head or AutoModel).from_pretrained(source.name, output_loading_info=True,
-                                                             local_files_only=local_only, **kwargs)
+        with _quiet_transformers():
+            model, loading = (head or AutoModel).from_pretrained(source.name, output_loading_info=True,
+                                                                 local_files_only=local_only, **kwargs)
     except OSError as exc:
         raise _fetch_error(source, "weights", exc) from exc
     except ValueError as exc:  # an Auto head class without an entry for this model type
@@ -268,6 +271,24 @@ def _load(source: Source, stamp: float, head: type | None, attention: str | None
     if source.kind == "folder":
         info["path"] = str(Path(source.name).resolve())
     return model, tokenizer, info
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' own loading bar and its load report (unused pooler weights, in bold ANSI) off while the
+    course loads a checkpoint, then back as they were: the course checks the loading itself (missing weights
+    are refused) and says what matters in one line."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def weights_digest(model: nn.Module) -> str:

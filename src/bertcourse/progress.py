@@ -10,6 +10,7 @@ total prints one line when it closes).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterable
@@ -18,6 +19,9 @@ from typing import IO, Any
 from tqdm.std import tqdm
 
 LINES_PER_BAR = 10  # a log line each tenth of the work (plus the first), so at most 11 a bar
+# "lines": plain lines even in Jupyter (set by `bertcourse execute-lessons`: a committed lesson keeps no widget,
+# which a reader on GitHub would see frozen)
+PROGRESS_ENV = "BERTCOURSE_PROGRESS"
 
 
 def is_live(stream: IO[str] | None) -> bool:
@@ -73,9 +77,10 @@ class LineProgress(tqdm):
 
 def progress_bar(iterable: Iterable[Any] | None = None, **kwargs: Any) -> tqdm:
     """A progress bar with tqdm's arguments (`total`, `desc`, `disable`, `file`, ...): `tqdm.auto`'s on a
-    terminal or in Jupyter, as before; a `LineProgress` elsewhere (a file or a pipe)."""
+    terminal or in Jupyter, as before; a `LineProgress` elsewhere (a file or a pipe), or wherever
+    $BERTCOURSE_PROGRESS is "lines"."""
     stream = kwargs.get("file") or sys.stderr
-    if is_live(stream):
+    if is_live(stream) and os.environ.get(PROGRESS_ENV) != "lines":
         from tqdm.auto import tqdm as live_bar  # a notebook widget in Jupyter, tqdm's bar on a terminal
 
         return live_bar(iterable, **kwargs)

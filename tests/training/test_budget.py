@@ -85,7 +85,9 @@ def test_minutes_follow_the_counted_flops_and_ops_at_the_assumed_rates():
         "by the op-count plan lesson 4 on gpu is ~136 min without lesson 3's BERT and ~88 with it: course.yml's "
         "gpu sizes are to be cut (issue 37 item 1)"))),
     "lesson06-after-bert", "lesson07-after-bert-models"])
-def test_every_lesson_fits_one_session_on_the_gpu_profile_even_without_reuse(lesson, capsys):
+def test_every_lesson_fits_one_session_on_the_gpu_profile_even_without_reuse(lesson, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a plan is printed on a GPU only
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
     total = print_budget(lesson, "gpu")
     shown = capsys.readouterr().out
     assert "ESTIMATED" in shown and "20%" in shown and f"{total:.1f} min in all" in shown
@@ -126,6 +128,12 @@ def test_the_gpu_is_named_as_it_is_with_its_own_peak(monkeypatch, capsys, tmp_pa
     assert peak_flops("Tesla T4") == T4_FP16_PEAK == peak_flops("a GPU nobody listed")
     print_budget("lesson02-wwm", "cpu-quick", course=load_course())
     assert capsys.readouterr().out.startswith("planned on NVIDIA L4 (cpu-quick profile): ESTIMATED")
+
+
+def test_without_a_gpu_no_plan_is_printed(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert print_budget("lesson02-wwm", "cpu-quick", course=load_course()) == 0.0
+    assert capsys.readouterr().out == ""
 
 
 def test_the_rates_the_gpu_check_measured_replace_the_assumed_ones(monkeypatch, tmp_path):

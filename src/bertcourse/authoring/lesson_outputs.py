@@ -18,6 +18,7 @@ import argparse
 import datetime
 import hashlib
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,52 @@ def clear_outputs(notebook: Any) -> None:
             cell.outputs, cell.execution_count = [], None
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def clean_outputs(notebook: Any, root: Path, runs: Path | None = None, data_dir: str | Path | None = None) -> int:
+    """Make committed outputs readable anywhere: the executing machine's paths of the course root, the runs
+    folder and the data folder written relative to them (`runs/...`, `$BERTCOURSE_DATA`), ANSI escapes removed,
+    and progress widgets (frozen on GitHub and on the course website) dropped. Returns how many outputs
+    changed; the results are untouched."""
+    places = [(str(Path(root).resolve()) + "/", "")]
+    if runs is not None:
+        places.insert(0, (str(Path(runs).resolve()) + "/", "runs/"))
+    if data_dir:
+        places.insert(0, (str(Path(data_dir).resolve()), "$BERTCOURSE_DATA"))
+    changed = 0
+
+    def clean(text: str) -> str:
+        text = ANSI_ESCAPE.sub("", text)
+        for absolute, relative in places:
+            text = text.replace(absolute, relative)
+        return text
+
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.get("outputs", []):
+            before = repr(output)
+            data = output.get("data", {})
+            if WIDGET_MIME in data:
+                changed += 1
+                continue
+            if "text" in output:
+                output["text"] = clean("".join(output["text"]) if isinstance(output["text"], list) else output["text"])
+            for mime in ("text/plain", "text/markdown", "text/html"):
+                if mime in data:
+                    value = data[mime]
+                    data[mime] = clean("".join(value) if isinstance(value, list) else value)
+            if "traceback" in output:
+                output["traceback"] = [clean(line) for line in output["traceback"]]
+            changed += repr(output) != before
+            kept.append(output)
+        cell["outputs"] = kept
+    return changed
+
+
 def execute_notebook_outputs(notebook: Any, folder: Path, *, profile: str, data_dir: str | None,
                              commit: str, timeout: float = 1800) -> float:
     """Run `notebook` top to bottom in `folder` on `profile` and record its provenance; returns the wall time.
@@ -97,7 +144,8 @@ def execute_notebook_outputs(notebook: Any, folder: Path, *, profile: str, data_
     from nbclient import NotebookClient
 
     clear_outputs(notebook)
-    env = {"BERTCOURSE_PROFILE": profile, **({"BERTCOURSE_DATA": data_dir} if data_dir else {})}
+    env = {"BERTCOURSE_PROFILE": profile, "BERTCOURSE_PROGRESS": "lines",
+           **({"BERTCOURSE_DATA": data_dir} if data_dir else {})}
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     started = time.monotonic()
@@ -117,6 +165,10 @@ def execute_notebook_outputs(notebook: Any, folder: Path, *, profile: str, data_
             else:
                 os.environ[key] = value
     wall = time.monotonic() - started
+    from bertcourse.course import find_root
+    from bertcourse.run_folders import runs_dir
+
+    clean_outputs(notebook, find_root(), runs_dir(), data_dir)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.metadata[KEY] = {"source_sha256": source_hash(cell.source)}

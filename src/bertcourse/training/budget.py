@@ -398,7 +398,12 @@ def print_budget(lesson_id: str, profile: str, *, pretraining_reused: bool = Fal
                  utilisation: float = ASSUMED_UTILISATION) -> float:
     """Print `lesson_plan` in minutes on this GPU (a Colab T4 where none is found) before a long cell starts, at the
     rates `plan_rates` gives (in brackets: 1.5x and half the FLOP rate, the op cost's range); returns the total
-    minutes. Says so when the plan exceeds one session."""
+    minutes. Says so when the plan exceeds one session. Without a GPU it prints nothing and returns 0.0: a
+    GPU's plan means nothing to a CPU run (a lesson's CPU time is in its provenance, `wall_time_s`)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return 0.0
     items = lesson_plan(lesson_id, profile, course, pretraining_reused=pretraining_reused)
     rates = plan_rates(utilisation, course.root if course is not None else None)
     fast = replace(rates, flops_per_s=rates.flops_per_s * 1.5, op_seconds=min(OP_SECONDS_RANGE[0], rates.op_seconds))

@@ -7,6 +7,7 @@ experiment can be re-reported without running anything; figures use matplotlib's
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,22 @@ def results_markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verdict_lines(results: dict, kinds: Sequence[str] | None = None) -> list[str]:
+    """One line per paired test (of `kinds`, default all): the difference in points with its 95% interval,
+    Holm's p, and the verdict: beyond the noise when Holm's p is below the report's alpha, else within it."""
+    alpha = results.get("statistics", {}).get("alpha", 0.05)
+    lines = []
+    for t in results["tests"]:
+        if kinds is not None and t["kind"] not in kinds:
+            continue
+        low, high = t["interval"]
+        verdict = "beyond the noise" if t["p_holm"] < alpha else "within the noise"
+        a, b = t["a"].rsplit(" ", 1)[0], t["b"].rsplit(" ", 1)[0]
+        lines.append(f"{t['budget']:>6,} labels: {a} - {b} = {100 * t['difference']:+.1f} points "
+                     f"({100 * low:+.1f} to {100 * high:+.1f}), Holm p {t['p_holm']:.3f}: {verdict}")
+    return lines
+
+
 def plot_label_curve(results: dict, fig: Any = None, path: str | Path | None = None, dpi: int = 100) -> Any:
     """One panel per model: pretrained, scratch and TF-IDF + LR accuracy against the labels (log x), the 95%
     interval shaded, one dot per seed. Draws on `fig` or a new `Figure`; saves to `path` if given."""
@@ -165,7 +182,7 @@ def plot_label_curve(results: dict, fig: Any = None, path: str | Path | None = N
         ax.legend(fontsize=7, loc="lower right")
     axes[0].set_ylabel(f"validation accuracy ({results['validation_sentences']} sentences)")
     # two lines: one model's panel is too narrow for the title on one (it was cut at both edges)
-    fig.suptitle(f"Profile {results['profile']}: mean over "
+    fig.suptitle(f"{results.get('title') or 'Profile ' + results['profile']}: mean over "
                  f"{_seed_words(results['seeds'], results.get('first_seed', 0))}\n"
                  "95% bootstrap interval over sentences", fontsize=9)
     fig.tight_layout()
@@ -174,4 +191,4 @@ def plot_label_curve(results: dict, fig: Any = None, path: str | Path | None = N
     return fig
 
 
-__all__ = ["FIGURE_NAME", "curve_table", "plot_label_curve", "results_markdown", "write_results"]
+__all__ = ["FIGURE_NAME", "curve_table", "plot_label_curve", "results_markdown", "verdict_lines", "write_results"]
