@@ -5,8 +5,10 @@ with one. The dry run trains 10 real steps of cpu-quick through `bertcourse.trai
 test checks that the printed table is consistent with itself and with the profile: the steps, the FLOP
 count of the profile's model, the achieved rate derived from both, and a held-out loss below a uniform
 guess's. The other parts run a few steps each: the precisions (fp16 refused on the CPU, bf16 and fp32
-timed), the short run against the CPU's, lesson 3's GPT and lesson 4's fine-tuning regimes; the summary
-files hold them all. A part that fails is reported and the exit status is 1, the other parts still run.
+timed), the short run against the CPU's, lesson 3's GPT and lesson 4's fine-tuning regimes, the environment, where
+a step's time goes, the fine-tuning steps, a resume and the other lessons' paths; the summary files hold them all.
+`--allow-cpu` alone takes a dry run's sizes and runs every part in under 5 minutes. A part that fails is reported
+and the exit status is 1, the other parts still run.
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ def number(text: str) -> float:
 
 @pytest.mark.slow
 def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, data_dir, corpus, tmp_path):
+    later = ["--skip", "anatomy", "--skip", "finetune_steps", "--skip", "resume", "--skip", "other_lessons"]  # below
     status = smoke.main(["--allow-cpu", "--profile", "cpu-quick", "--steps", "10", "--data-dir", str(data_dir),
                          "--source", "local", "--precision-steps", "2", "--short-steps", "3", "--finetune-steps", "2",
-                         "--out", str(tmp_path)])
+                         *later, "--out", str(tmp_path)])
     assert status == 0
     table = capsys.readouterr().out.split("| figure | value |", 1)[1]
     got = figures("| figure | value |" + table)
@@ -98,7 +101,7 @@ def test_the_cpu_dry_run_trains_and_prints_a_consistent_table(smoke, capsys, dat
     summary = json.loads((tmp_path / "gpu_smoke.json").read_text())
     assert summary["device"].startswith("CPU (dry run") and summary["arguments"]["steps"] == 10
     parts = summary["parts"]
-    assert set(parts) == {"pretraining", "precisions", "cpu_comparison", "lesson_paths"}
+    assert set(parts) == {"pretraining", "environment", "precisions", "cpu_comparison", "lesson_paths"}
     assert not any("error" in part for part in parts.values())
     markdown = (tmp_path / "gpu_smoke.md").read_text()
     precisions = {r["precision"]: r for r in parts["precisions"]["results"]}
@@ -128,15 +131,47 @@ def test_a_failing_part_is_reported_the_others_run_and_the_status_is_1(smoke, ca
         raise RuntimeError("a kernel that is not there")
 
     monkeypatch.setattr(smoke, "precision_part", broken)
+    skipped = [flag for part in smoke.OPTIONAL if part != "precisions" for flag in ("--skip", part)]
     status = smoke.main(["--allow-cpu", "--profile", "cpu-quick", "--steps", "10", "--data-dir", str(data_dir),
-                         "--source", "local", "--skip", "cpu_comparison", "--skip", "lesson_paths", "--out",
-                         str(tmp_path)])
+                         "--source", "local", *skipped, "--out", str(tmp_path)])
     assert status == 1
     captured = capsys.readouterr()
     assert "FAILED parts: precisions" in captured.err and "a kernel that is not there" in captured.err
     assert number(figures("| figure | value |" + captured.out.split("| figure | value |", 1)[1])["steps/s"]) > 0
     parts = json.loads((tmp_path / "gpu_smoke.json").read_text())["parts"]
-    assert set(parts) == {"pretraining", "precisions"}
+    assert set(parts) == {"pretraining", "environment", "precisions"}
     assert parts["precisions"]["error"] == "RuntimeError: a kernel that is not there"
     assert "error" not in parts["pretraining"]
     assert "FAILED: RuntimeError: a kernel that is not there" in (tmp_path / "gpu_smoke.md").read_text()
+
+
+@pytest.mark.slow
+def test_allow_cpu_alone_runs_every_part_in_under_five_minutes(smoke, capsys, data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTCOURSE_DATA", str(data_dir))  # lesson 6's variant reads the data as the commands do
+    assert smoke.main(["--allow-cpu", "--source", "local", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "gpu_smoke.json").read_text())
+    assert summary["total_seconds"] < 5 * 60 and summary["arguments"]["profile"] == "cpu-quick"  # a dry run's sizes
+    parts = summary["parts"]
+    assert set(parts) == set(smoke.TITLES) and not any("error" in part for part in parts.values())
+    assert all("GiB" in part["phase_peak_memory"] for part in parts.values())  # every phase's peak memory
+    assert parts["environment"]["attention_kernels"]["bert"]  # a kernel ran the BERT's masked attention
+    for arch in ("bert", "gpt"):
+        step = parts["anatomy"]["steps"][arch]
+        assert step["ops_per_step"] > 100 and step["syncs_per_step"] >= 0 and step["gpu_busy_share"] is None
+    assert set(parts["anatomy"]["head_chunks"]) == {"one chunk", "16 MB chunks"}
+    assert parts["finetune_steps"]["steps"]["lora"]["ops_per_step"] > parts["finetune_steps"]["steps"]["full"][
+        "ops_per_step"]
+    assert parts["resume"]["resumed_loss"] == pytest.approx(parts["resume"]["straight_loss"], abs=1e-6)
+    assert len(parts["other_lessons"]["results"]) == 5
+    assert not (tmp_path / smoke.RATES_NAME).exists()  # no GPU measured: the plans keep their assumptions
+    assert "no gpu_rates.json" in capsys.readouterr().out
+
+
+def test_the_rates_the_plans_read_come_from_the_pretraining_and_fine_tuning_parts(smoke):
+    parts = {"pretraining": {"flops_per_step": 3e11, "seconds_per_step": 0.03},
+             "finetune_steps": {"steps": {"full": {"us_per_op": 16.0}, "lora": {"us_per_op": 20.0},
+                                          "probe": {"us_per_op": None}}}}
+    rates = smoke.measured_rates(parts, "Tesla T4")
+    assert rates["gpu"] == "Tesla T4" and rates["flops_per_s"] == pytest.approx(1e13)
+    assert rates["op_seconds"] == pytest.approx(18e-6)
+    assert smoke.measured_rates({"pretraining": {"error": "x"}}, "Tesla T4") is None
