@@ -101,3 +101,22 @@ def test_wilson_interval_known_values():
     assert abs(low - 0.7112) < 1e-3 and abs(high - 0.8666) < 1e-3
     assert stats.wilson_interval(0, 10)[0] == 0.0
     assert stats.wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_the_paired_sentence_bootstrap_resamples_whole_sentences():
+    """Targets that move together within a sentence: resampling sentences gives a wider interval than treating
+    every target as independent, and the difference is the plain one over targets."""
+    from bertcourse.stats import paired_sentence_bootstrap
+
+    rng = np.random.default_rng(0)
+    sentence_of = np.repeat(np.arange(200), 10)
+    ahead = np.repeat(rng.random(200) < 0.55, 10)  # a model better on whole sentences, not on scattered targets
+    hits_a, hits_b = ahead.astype(int), np.repeat(rng.random(200) < 0.5, 10).astype(int)
+    clustered = paired_sentence_bootstrap(hits_a, hits_b, sentence_of)
+    flat = paired_sentence_bootstrap(hits_a, hits_b, np.arange(len(hits_a)))
+    assert clustered["difference"] == pytest.approx(hits_a.mean() - hits_b.mean())
+    assert clustered["sentences"] == 200 and clustered["targets"] == 2000
+    width = clustered["interval"][1] - clustered["interval"][0]
+    assert width > 2.5 * (flat["interval"][1] - flat["interval"][0])
+    same = paired_sentence_bootstrap(hits_a, hits_a, sentence_of)
+    assert same["difference"] == 0 and same["p"] == 1.0

@@ -210,6 +210,7 @@ def _add_ship(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--run", help="the pretraining folder (default: RUNS/pretrain-ARCH-PROFILE)")
     parser.add_argument("--out", help="the shipped folder (default: the package's checkpoints/ARCH-PROFILE)")
     parser.add_argument("--command", help="the pretraining command to record (default: worked out from the run)")
+    parser.add_argument("--commit", help="the commit of the code that pretrained it (default: the checkout's now)")
     parser.set_defaults(handler=_lazy_command("bertcourse.training.ship", "ship_command"))
 
 

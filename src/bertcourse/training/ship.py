@@ -89,13 +89,13 @@ def card_text(card: dict[str, Any]) -> str:
     lines = [
         f"# The course's {card['arch'].upper()}, `{card['profile']}` profile ({card['steps']:,} steps)",
         "",
-        f"Pretrained with the course's own command, `{card['command']}`, at commit `{card['commit']}`.",
+        f"Pretrained with the course's own command, `{card['command']}`, from the code at commit `{card['commit']}`.",
         "",
         f"- Model: {card['settings']['model_config'].get('n_layers')} layers x "
         f"{card['settings']['model_config'].get('d_model')}, {card['parameters']:,} parameters, "
         f"vocabulary {card['settings']['model_config'].get('vocab_size'):,} (its own WordPiece tokenizer).",
         f"- Corpus: {card['corpus'].get('description', '')} ({card['corpus'].get('sentences', 0):,} sentences, "
-        f"{card['corpus'].get('tokens', 0):,} tokens), {card.get('tokens_seen') or 0:,} tokens seen in training.",
+        f"{card['corpus'].get('tokens', 0):,} word pieces), {card.get('tokens_seen') or 0:,} tokens seen in training.",
         f"- Training: {card['steps']:,} steps of {card['settings'].get('batch_size')} blocks, {card.get('precision')}, "
         f"wall time {minutes}.",
         f"- Held-out ({held.get('sentences', 0):,} sentences never trained on): {held['target_name']} loss "
@@ -107,7 +107,7 @@ def card_text(card: dict[str, Any]) -> str:
                      f"{held['unigram_mask_accuracy']:.3f}, loss {held['unigram_mask_loss']:.3f}.")
     lines += ["", "Files and their sha256 (checked each time the course loads them):", ""]
     lines += [f"- `{name}`: `{digest}`" for name, digest in card["sha256"].items()]
-    lines += ["", "Load it with `bertcourse.shipped.load_shipped(\"{}\", \"{}\")`; pass the folder as "
+    lines += ["", "Load it with `bertcourse.training.checkpoint.load_shipped(\"{}\", \"{}\")`; pass the folder as "
               "`--pretrained` to `bertcourse finetune` or `bertcourse labels --model NAME=FOLDER`.".format(
                   card["arch"], card["profile"]), ""]
     return "\n".join(lines)
@@ -145,7 +145,8 @@ def ship_command(args: Any) -> int:
                  "tokens": summary.get("corpus_tokens") or int(sum(len(tokenizer(s)["input_ids"]) - 2
                                                                    for s in corpus.train))}
     out = Path(args.out) if args.out else shipped_folder(args.arch, profile_spec.name)
-    card = ship(run, out, command=command, heldout=heldout, commit=package_commit(course.root), corpus=described)
+    commit = args.commit or package_commit(course.root)
+    card = ship(run, out, command=command, heldout=heldout, commit=commit, corpus=described)
     line = f"{heldout['target_name']} accuracy {heldout['accuracy']:.3f}"
     if "mask_accuracy" in heldout:
         line += (f"; at [MASK] positions {heldout['mask_accuracy']:.3f} (unigram "
