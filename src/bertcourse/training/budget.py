@@ -343,24 +343,20 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
     if lesson_id == "lesson02-wwm":
         two = sizes["training_steps"]
         return [_pretraining(f"two BERTs, {two:,} steps each", 2 * two, bert, batch)]
-    if lesson_id == "lesson03-tiny-bert":
-        return [*(data if first_run else []), pretraining]
-    if lesson_id == "lesson04-finetuning":
+    if lesson_id == "lesson03-tiny-bert":  # a short live run; the 18,000-step BERT is loaded, shipped
+        live = sizes["live_steps"]
+        return [*(data if first_run else []), _pretraining(f"a fresh BERT, {live:,} steps", live, bert, batch)]
+    if lesson_id == "lesson04-finetuning":  # the shipped BERT and GPT are loaded: nothing is pretrained
         tune = profile_spec.finetuning()
-        rows = tune.train_rows or course.datasets["sst2"].splits["train"]
-        run_steps = tune.epochs * math.ceil(rows / tune.batch_size)
-        runs = 2 * tune.seeds  # both inits
-        items = [*([] if pretraining_reused else [*(data if first_run else []), pretraining]),
-                 _pretraining(f"pretraining the GPT, {steps:,} steps", steps, gpt, batch)]
-        for model in (bert, gpt):
-            for regime in ("full", "lora"):
-                items.append(_finetuning(f"fine-tuning the {model.arch} {regime}: {runs} runs x {run_steps:,} steps",
-                                         runs * run_steps, model, regime, tune.batch_size, tune.max_seq_len))
-            # the probe: one forward over the rows per run (~1/3 of a step's work; its head then trains on the
-            # stored vectors, a few milliseconds)
-            forward = _finetuning("", runs * rows / tune.batch_size, model, "full", tune.batch_size, tune.max_seq_len)
-            items.append(replace(forward, what=f"the {model.arch} probe's vectors: {runs} runs x {rows:,} rows",
-                                 step_flops=forward.step_flops / 3, step_ops=forward.step_ops // 3))
+        items = []
+        if "curve_max_labels" in sizes:  # the probe curve: one forward over its rows per encoder (~1/3 of a step)
+            budgets = [n for n in LESSON04_CURVE_BUDGETS if n <= sizes["curve_max_labels"]]
+            rows = sizes["curve_seeds"] * max(budgets) + course.datasets["sst2"].splits["validation"]
+            for model in (bert, gpt):
+                forward = _finetuning("", 2 * rows / tune.batch_size, model, "full", tune.batch_size, tune.max_seq_len)
+                items.append(replace(forward, what=f"the {model.arch} probe curve's vectors (pretrained and random "
+                                                   f"weights): {rows:,} rows each", step_flops=forward.step_flops / 3,
+                                     step_ops=forward.step_ops // 3))
         if "curve_max_labels" in sizes:
             budgets = [n for n in LESSON04_CURVE_BUDGETS if n <= sizes["curve_max_labels"]]
             curve = label_curve_steps(profile_spec, budgets, sizes["curve_seeds"])
