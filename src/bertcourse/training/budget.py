@@ -345,7 +345,8 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
         return [_pretraining(f"two BERTs, {two:,} steps each", 2 * two, bert, batch)]
     if lesson_id == "lesson03-tiny-bert":  # a short live run; the 18,000-step BERT is loaded, shipped
         live = sizes["live_steps"]
-        return [*(data if first_run else []), _pretraining(f"a fresh BERT, {live:,} steps", live, bert, batch)]
+        live_run = _pretraining(f"pretraining a fresh BERT, {live:,} steps", live, bert, batch)
+        return [*(data if first_run else []), live_run]
     if lesson_id == "lesson04-finetuning":  # the shipped BERT and GPT are loaded: nothing is pretrained
         tune = profile_spec.finetuning()
         items = []
