@@ -82,6 +82,8 @@ def _plant(monkeypatch: pytest.MonkeyPatch, before: dict, after: dict, pip_codes
 
 
 def test_install_drops_the_soft_bounds_only_when_pip_cannot_keep_them_and_says_the_major_upgrade(clone, monkeypatch):
+    # nothing it changes is imported yet, as in a fresh runtime (in this process other tests imported transformers)
+    monkeypatch.setattr(colab.importlib.metadata, "packages_distributions", lambda: {})
     calls = _plant(monkeypatch, {"torch": "2.8.0", "transformers": "4.57.1"},
                    {"torch": "2.8.0", "transformers": "5.1.0"}, [1, 0])
     said: list[str] = []

@@ -315,11 +315,12 @@ def test_an_unreachable_public_checkpoint_is_left_out_with_one_notice(tmp_path, 
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     course = load_course()
-    chosen = C.resolve_public(list(course.public_checkpoints), course)
+    hub_only = [name for name, entry in course.public_checkpoints.items() if entry.package is None]
+    chosen = C.resolve_public(hub_only, course)
     summary, runs = C.run_public(chosen, PROFILE, 1, tmp_path, spec=course.profile(PROFILE).finetuning(),
                                  select_prob=0.15, data_dir=None, source="auto", device="cpu", precision="auto",
                                  progress=False)
-    assert runs == {} and summary["skipped"] == list(course.public_checkpoints)
+    assert runs == {} and summary["skipped"] == hub_only == ["bert-tiny", "bert-mini", "pythia-14m"]
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith("notice:") and "bert-tiny, bert-mini, pythia-14m" in out
 

@@ -63,7 +63,7 @@ def test_budgets_and_models_are_parsed_or_refused_with_what_was_wrong():
     tiny = D.CurveModel("bert-tiny", "bert", "hf:google/bert_uncased_L-2_H-128_A-2")
     assert D.parse_model("bert-tiny", public) == tiny
     assert D.parse_model("pythia-14m", public).arch == "gpt" and D.parse_model("pythia-14m", public).arch_given
-    with pytest.raises(D.LabelCurveError, match=r"a public checkpoint \(bert-tiny, bert-mini, pythia-14m\)"):
+    with pytest.raises(D.LabelCurveError, match=r"a public checkpoint \(bert-tiny, bert-mini, pythia-14m, minilm-l6\)"):
         D.parse_model("bert-huge", public)
 
 

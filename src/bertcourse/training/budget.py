@@ -84,6 +84,7 @@ class Rates:
 
     @property
     def measured(self) -> bool:
+        """True when a GPU check measured these rates (benchmarks/gpu_smoke.py), False for the assumed ones."""
         return self.source != "assumed"
 
 

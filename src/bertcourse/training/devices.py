@@ -6,8 +6,8 @@ dtype (`autocast_dtype`) here, so a `--precision` means the same thing in every 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -97,12 +97,6 @@ def precision_name(dtype: torch.dtype | None) -> str:
     return next(name for name, value in _AUTOCAST_DTYPES.items() if value == dtype)
 
 
-@overload
-def to_device(tensors: torch.Tensor, device: torch.device | str) -> torch.Tensor: ...
-@overload
-def to_device(tensors: Mapping[str, torch.Tensor], device: torch.device | str) -> dict[str, torch.Tensor]: ...
-@overload
-def to_device(tensors: Sequence[torch.Tensor], device: torch.device | str) -> tuple[torch.Tensor, ...]: ...
 def to_device(tensors: Any, device: torch.device | str) -> Any:
     """A batch (a tensor, or a dict or tuple of them) on `device`, without making the CPU wait for the GPU.
 

@@ -9,21 +9,18 @@ resumed run draws exactly the batches an uninterrupted one would.
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from bertcourse.folders import cache_dir
 from bertcourse.progress import progress_bar
 from bertcourse.training.ragged import Ragged, narrowed, smallest_dtype
+from bertcourse.training.token_cache import cache_path, read_cache, write_cache
 
 NOT_A_WORD = -1  # the word id of [CLS], [SEP] and padding: never part of a word
 ENCODE_BATCH = 10_000  # sentences handed to the tokenizer at once
@@ -88,8 +85,8 @@ def tokenize_prefix(tokenizer: Any, sentences: Sequence[str], budget: int | None
     a Drive folder, where thousands of small ones would not)."""
     core = _plain_backend(tokenizer)
     id_type = smallest_dtype(0, max(len(tokenizer) - 1, 0))
-    path = _cache_path(core, sentences)
-    have = _read_cache(path)  # (ids, words, offsets) of the first len(offsets) - 1 sentences, or None
+    path = cache_path(core, sentences)
+    have = read_cache(path)  # (ids, words, offsets) of the first len(offsets) - 1 sentences, or None
     n_cached = len(have[2]) - 1 if have is not None else 0
     new: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # encodings of the sentences after the cached ones
     ids, words, lengths, total = [], [], [], 0
@@ -118,7 +115,7 @@ def tokenize_prefix(tokenizer: Any, sentences: Sequence[str], budget: int | None
             break
     bar.close()
     if new:
-        _write_cache(path, have, new)
+        write_cache(path, have, new)
     offsets = np.zeros(sum(map(len, lengths)) + 1, dtype=np.int64)
     np.cumsum(np.concatenate(lengths) if lengths else [], out=offsets[1:])
     rows = Ragged(np.concatenate(ids) if ids else np.zeros(0, id_type), offsets)
@@ -137,43 +134,6 @@ def _plain_backend(tokenizer: Any) -> Any:
     core.no_padding()
     core.no_truncation()
     return core
-
-
-def _cache_path(core: Any, sentences: Sequence[str]) -> Path:
-    """The corpus's one cache file: named by a sha256 of the tokenizer core and of every sentence (the name
-    `tokenize` has always given a whole corpus's file, so those are found)."""
-    digest = hashlib.sha256(core.to_str().encode())
-    for sentence in sentences:
-        digest.update(sentence.encode())
-        digest.update(b"\n")
-    return cache_dir() / "pretokenized" / f"{digest.hexdigest()[:24]}.npz"
-
-
-def _read_cache(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(token ids, word ids, offsets) of the prefix the cache file holds; None without a readable one (a damaged
-    or older, word-id-less file is tokenized again and overwritten)."""
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path) as saved:
-            return saved["ids"], saved["words"], saved["offsets"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def _write_cache(path: Path, have: tuple[np.ndarray, ...] | None,
-                 new: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
-    """The cached prefix and the sentences tokenized after it, as one file: flat int32 ids and word ids, int64
-    offsets (sentence i is [offsets[i], offsets[i + 1])), written to a side file and renamed (atomic)."""
-    parts = ([have[:2] + (np.diff(have[2]),)] if have is not None else []) + new
-    lengths = np.concatenate([p[2] for p in parts])
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f"{path.stem}.{os.getpid()}.partial.npz")
-    np.savez(staging, ids=np.concatenate([p[0] for p in parts]).astype(np.int32, copy=False),
-             words=np.concatenate([p[1] for p in parts]).astype(np.int32, copy=False), offsets=offsets)
-    os.replace(staging, path)
 
 
 def _encode(core: Any, sentences: Sequence[str], bar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
