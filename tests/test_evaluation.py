@@ -289,3 +289,26 @@ def test_tiny_classifier_logs_what_it_saw_and_in_which_mode():
         model(x[:1])
     assert log == [("built",), ("forward", False, [1.5, -2.0]), ("forward", True, [1.5])]
     assert evaluation.tiny_classifier(3, 2)(x).shape == (2, 2)  # no log, no hook
+
+
+def test_a_label_curves_predictions_are_read_per_row_at_the_largest_budget(tmp_path):
+    import json
+
+    from bertcourse.evaluation import load_curve_predictions
+
+    folders = {}
+    for name, predicted in (("a0", [1, 0, 1]), ("a1", [0, 0, 1]), ("b0", [1, 1, 1])):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        lines = "".join(f"{i}\t{p}\n" for i, p in reversed(list(enumerate(predicted))))  # any order on disk
+        (folders[name] / "predictions.tsv").write_text("index\tprediction\n" + lines)
+    rows = [{"name": "bert pretrained n=100", "budget": 100, "folders": [str(folders["b0"])]},
+            {"name": "bert pretrained n=300", "budget": 300, "folders": [str(folders["a0"]), str(folders["a1"])]},
+            {"name": "TF-IDF + LR n=300", "budget": 300}]
+    (tmp_path / "results.json").write_text(json.dumps({"budgets": [100, 300], "rows": rows}))
+    assert load_curve_predictions(tmp_path) == {"bert pretrained n=300": [[1, 0, 1], [0, 0, 1]]}
+    assert load_curve_predictions(tmp_path, 100) == {"bert pretrained n=100": [[1, 1, 1]]}
+    with pytest.raises(FileNotFoundError, match="no fine-tuning runs at 50 labels"):
+        load_curve_predictions(tmp_path, 50)
+    with pytest.raises(FileNotFoundError, match="results.json is not there"):
+        load_curve_predictions(tmp_path / "elsewhere")

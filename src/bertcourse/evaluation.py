@@ -387,6 +387,36 @@ def load_finetuned_predictions(results_dir: str | Path) -> FinetunedPredictions:
     return FinetunedPredictions(labels, sentences, rows)
 
 
+def load_curve_predictions(results_dir: str | Path, budget: int | None = None) -> dict[str, list[list[int]]]:
+    """Every seed's validation predictions of each network row of a label curve (`bertcourse labels`, lesson 4's
+    `label_curve`) at `budget` labels (default: the largest): {"bert pretrained n=1000": [[0, 1, ...], ...], ...}
+    in validation order. Raises FileNotFoundError naming what is missing, so a lesson can fall back."""
+    import csv
+    import json
+
+    path = Path(results_dir) / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not there: lesson 4 (or `bertcourse labels`) writes it")
+    results = json.loads(path.read_text())
+    budget = budget if budget is not None else max(results["budgets"])
+    rows: dict[str, list[list[int]]] = {}
+    for row in results["rows"]:
+        if row["budget"] != budget or not row.get("folders"):
+            continue  # other budgets, and TF-IDF (no run folders)
+        seeds = []
+        for folder in row["folders"]:
+            table = Path(folder) / "predictions.tsv"
+            if not table.is_file():
+                raise FileNotFoundError(f"{table} is not there (row {row['name']!r})")
+            with table.open(newline="") as handle:
+                records = sorted(csv.DictReader(handle, delimiter="\t"), key=lambda r: int(r["index"]))
+            seeds.append([int(r["prediction"]) for r in records])
+        rows[row["name"]] = seeds
+    if not rows:
+        raise FileNotFoundError(f"{path} holds no fine-tuning runs at {budget} labels")
+    return rows
+
+
 # ----------------------------------------------------------------------------- a model small enough for many seeds
 
 
