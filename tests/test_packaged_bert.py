@@ -77,7 +77,7 @@ def test_the_real_bert_loads_as_an_encoder_with_its_own_wordpiece_tokenizer(fold
     encoder, tokenizer, info = load_pretrained(folder)
     assert info["model_type"] == "bert" and info["arch"] == "bert" and len(tokenizer) == 30522
     assert encoder.config.d_model == 384 and info["parameters"] > 20_000_000
-    assert tokenizer.tokenize("unbelievably") == ["unbelievably"] or "##" in "".join(tokenizer.tokenize("unbelievably"))
+    assert tokenizer.tokenize("unbelievably") == ["un", "##bel", "##ie", "##va", "##bly"]  # bert-base-uncased's
     ids = tokenizer(["a gorgeous , witty film ."], return_tensors="pt")
     hidden = encoder.encode(ids["input_ids"], ids["attention_mask"])
     assert hidden.shape == (1, ids["input_ids"].shape[1], 384) and torch.isfinite(hidden).all()

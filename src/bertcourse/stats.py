@@ -86,11 +86,7 @@ def paired_seed_bootstrap(correct_a: np.ndarray, correct_b: np.ndarray, counts: 
         accuracies = resampled_accuracy(correct, counts)  # [K, B]
         picked = rng.integers(0, len(correct), size=(n_resamples, len(correct)))
         means.append(accuracies[picked, columns].mean(1))
-    diffs = means[0] - means[1]
-    observed = float(np.mean(correct_a) - np.mean(correct_b))
-    extreme = int(np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12))
-    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
-    return {"difference": observed, "interval": [float(low), float(high)], "p": (1 + extreme) / (1 + n_resamples)}
+    return _two_sided(float(np.mean(correct_a) - np.mean(correct_b)), means[0] - means[1], alpha)
 
 
 def paired_sentence_bootstrap(hits_a: np.ndarray, hits_b: np.ndarray, sentence_of: np.ndarray, *,
@@ -104,12 +100,16 @@ def paired_sentence_bootstrap(hits_a: np.ndarray, hits_b: np.ndarray, sentence_o
     difference = np.bincount(index, weights=np.asarray(hits_a, dtype=float) - np.asarray(hits_b, dtype=float))
     targets = np.bincount(index).astype(float)
     counts = sentence_resamples(len(targets), n_resamples, seed)
-    diffs = (counts @ difference) / (counts @ targets)
-    observed = float(difference.sum() / targets.sum())
+    test = _two_sided(float(difference.sum() / targets.sum()), (counts @ difference) / (counts @ targets), alpha)
+    return {**test, "sentences": len(targets), "targets": int(targets.sum())}
+
+
+def _two_sided(observed: float, diffs: np.ndarray, alpha: float) -> dict[str, Any]:
+    """The observed difference, the percentile interval of its B resampled values and the two-sided p =
+    (1 + #{b : |d*_b - d| >= |d|}) / (1 + B): the paired bootstraps' common ending."""
     extreme = int(np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12))
     low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
-    return {"difference": observed, "interval": [float(low), float(high)], "p": (1 + extreme) / (1 + n_resamples),
-            "sentences": len(targets), "targets": int(targets.sum())}
+    return {"difference": observed, "interval": [float(low), float(high)], "p": (1 + extreme) / (1 + len(diffs))}
 
 
 def holm(p_values: list[float]) -> list[float]:

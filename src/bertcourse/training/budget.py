@@ -359,8 +359,6 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
                 items.append(replace(forward, what=f"the {model.arch} probe curve's vectors (pretrained and random "
                                                    f"weights): {rows:,} rows each", step_flops=forward.step_flops / 3,
                                      step_ops=forward.step_ops // 3))
-        if "curve_max_labels" in sizes:
-            budgets = [n for n in LESSON04_CURVE_BUDGETS if n <= sizes["curve_max_labels"]]
             curve = label_curve_steps(profile_spec, budgets, sizes["curve_seeds"])
             items.append(_finetuning(f"the label curve: {len(budgets)} budgets x 2 inits x {sizes['curve_seeds']} "
                                      f"seeds, at most {curve:,} steps", curve, bert, "full", tune.batch_size,

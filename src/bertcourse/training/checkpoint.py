@@ -8,7 +8,6 @@ weights of a run that was never interrupted.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -20,6 +19,7 @@ from transformers import PreTrainedTokenizerFast
 
 from bertcourse.config import ModelConfig
 from bertcourse.errors import BertcourseError
+from bertcourse.folders import check_sha256
 from bertcourse.model import GPT, BertForMLM, build_model
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -146,28 +146,6 @@ def is_shipped(path: str | Path) -> bool:
     return (Path(path) / CARD_NAME).is_file()
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read a megabyte at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def verify_files(folder: Path, expected: dict[str, str], restore: str) -> None:
-    """Refuse, in one line naming the file, any file whose sha256 is not the recorded one (`restore`: how to
-    get the right file back)."""
-    for name, want in expected.items():
-        path = folder / name
-        if not path.is_file():
-            raise ShippedCheckpointError(f"{path}: missing; {restore}")
-        got = file_sha256(path)
-        if got != want:
-            raise ShippedCheckpointError(f"{path}: sha256 {got[:16]}... is not the recorded {want[:16]}...: the file "
-                                         f"was changed or damaged; {restore}")
-
-
 def read_card(folder: str | Path) -> dict[str, Any]:
     """card.json of a shipped folder, its files checked against the sha256 it records."""
     folder = Path(folder)
@@ -181,7 +159,7 @@ def read_card(folder: str | Path) -> dict[str, Any]:
     if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
         raise ShippedCheckpointError(f"{path}: not a bertcourse model card (format {CARD_FORMAT!r})")
     restore = f"restore it from the course's repository, or pretrain anew: {card.get('command', 'bertcourse pretrain')}"
-    verify_files(folder, card["sha256"], restore)
+    check_sha256(folder, card["sha256"], ShippedCheckpointError, restore)
     return card
 
 
@@ -217,6 +195,6 @@ __all__ = [
     "load_pretrained",
     "read_saved_state",
     "tokenizer_from_json",
-    "CARD_NAME", "SHIPPED_ROOT", "ShippedCheckpointError", "file_sha256", "is_shipped", "load_shipped", "read_card",
-    "read_shipped", "shipped_folder", "verify_files",
+    "CARD_NAME", "SHIPPED_ROOT", "ShippedCheckpointError", "is_shipped", "load_shipped", "read_card", "read_shipped",
+    "shipped_folder",
 ]

@@ -53,7 +53,7 @@ from bertcourse.config import ARCHITECTURES, INITS, REGIMES, ModelConfig
 from bertcourse.course import Course, FinetuneSpec, Profile, given_profile, load_course, select_profile
 from bertcourse.data import column, load_corpus, load_sst2
 from bertcourse.errors import BertcourseError
-from bertcourse.folders import write_atomic
+from bertcourse.folders import file_sha256, write_atomic
 from bertcourse.hf_checkpoints import (
     HFEncoder,
     encoder_from_saved,
@@ -204,11 +204,7 @@ def _read_pretrained(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
     if path.name == WEIGHTS_NAME and is_shipped(path.parent):
         saved = read_shipped(path.parent)
         return saved, saved["card"]["sha256"][WEIGHTS_NAME][:16]
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return load_checkpoint(path), digest.hexdigest()[:16]
+    return load_checkpoint(path), file_sha256(path)[:16]
 
 
 def _hf_starting_point(options: FinetuneOptions) -> tuple[dict, Any, dict]:

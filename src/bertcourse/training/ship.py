@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bertcourse.folders import file_sha256
 from bertcourse.training.checkpoint import (
     CARD_FORMAT,
     CARD_NAME,
@@ -28,7 +29,6 @@ from bertcourse.training.checkpoint import (
     TOKENIZER_NAME,
     WEIGHTS_NAME,
     ShippedCheckpointError,
-    file_sha256,
     shipped_folder,
 )
 
@@ -142,8 +142,7 @@ def ship_command(args: Any) -> int:
                                + (f" --max-steps {steps}" if steps != profile_spec.pretrain.max_steps else ""))
     described = {"description": "the course corpus: " + ", ".join(course.corpus_for(profile_spec.name).sources),
                  "sentences": len(corpus.train), "fingerprint": corpus.fingerprint(),
-                 "tokens": summary.get("corpus_tokens") or int(sum(len(tokenizer(s)["input_ids"]) - 2
-                                                                   for s in corpus.train))}
+                 "tokens": sum(len(ids) for ids in tokenizer(corpus.train, add_special_tokens=False)["input_ids"])}
     out = Path(args.out) if args.out else shipped_folder(args.arch, profile_spec.name)
     commit = args.commit or package_commit(course.root)
     card = ship(run, out, command=command, heldout=heldout, commit=commit, corpus=described)
