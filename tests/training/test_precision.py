@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fake_gpu import fake_cuda
 
 import bertcourse.training.devices as devices
 import bertcourse.training.pretrain as train
@@ -80,12 +81,7 @@ def test_auto_asks_cuda_for_bf16_in_hardware_not_emulated(monkeypatch):
 ])
 def test_auto_picks_fp16_below_sm_80_and_bf16_from_it_on_faked_devices(gpu, capability, expected, monkeypatch):
     """torch's own `is_bf16_supported` on a faked device whose bf16 tensors can be created (as on a T4)."""
-    properties = SimpleNamespace(name=gpu, major=capability[0], minor=capability[1])
-    monkeypatch.setattr(torch.version, "hip", None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
-    monkeypatch.setattr(torch.cuda, "_check_bf16_tensor_supported", lambda device: True)  # emulation works
+    fake_cuda(monkeypatch, gpu, capability)
     assert torch.cuda.is_bf16_supported()  # what the default answers on every one of them
     assert autocast_dtype("cuda", "auto") == expected
 

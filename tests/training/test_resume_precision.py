@@ -6,10 +6,10 @@ run resumed where bf16 is only emulated (a T4, faked here by its device properti
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
+from fake_gpu import fake_cuda
 
 import bertcourse.training.devices as devices
 from bertcourse.training.checkpoint import CheckpointError
@@ -47,13 +47,7 @@ def test_a_saved_scale_is_kept():
 def gpu(monkeypatch):
     """A faked CUDA device with these properties (torch's own bf16 check reads them)."""
     def fake(name: str, capability: tuple[int, int]) -> torch.device:
-        properties = SimpleNamespace(name=name, major=capability[0], minor=capability[1])
-        monkeypatch.setattr(torch.version, "hip", None)
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
-        monkeypatch.setattr(torch.cuda, "_check_bf16_tensor_supported", lambda device: True)  # emulation works
-        return torch.device("cuda")
+        return fake_cuda(monkeypatch, name, capability)
     return fake
 
 

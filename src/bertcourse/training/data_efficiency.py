@@ -399,7 +399,7 @@ def _write_run(folder: Path, metrics: dict, predicted: np.ndarray) -> None:
 # ----------------------------------------------------------------------------- the experiment
 
 
-def _tfidf_predictions(sentences: list[str], labels: list[int], validation: list[str]) -> np.ndarray:
+def tfidf_predictions(sentences: list[str], labels: list[int], validation: list[str]) -> np.ndarray:
     """TF-IDF + LR fitted on the labelled rows; a single-class sample predicts that class (LR needs two)."""
     from bertcourse.evaluation import fit_tfidf_baseline
 
@@ -408,8 +408,10 @@ def _tfidf_predictions(sentences: list[str], labels: list[int], validation: list
     return np.asarray(fit_tfidf_baseline(sentences, labels).predict(validation), dtype=int)
 
 
-def _row(name: str, kind: str, budget: int, labels: np.ndarray, predicted: np.ndarray, counts: np.ndarray,
+def curve_row(name: str, kind: str, budget: int, labels: np.ndarray, predicted: np.ndarray, counts: np.ndarray,
          **extra: Any) -> dict[str, Any]:
+    """One row of a curve's report: its name, kind (pretrained, scratch, tfidf), budget, `extra` fields and the
+    accuracy of each seed's predictions ([K, n]) with their mean, sd and seed-averaged interval."""
     from bertcourse.stats import seed_averaged_interval
 
     per_seed = (predicted == labels[None]).mean(1).tolist()
@@ -566,11 +568,11 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
         predicted = []
         for s in seed_range(seeds, first_seed):
             chosen = sum(labelled_rows(len(sentences), n, s, recipe), [])
-            predicted.append(_tfidf_predictions([sentences[i] for i in chosen], [train_labels[i] for i in chosen],
+            predicted.append(tfidf_predictions([sentences[i] for i in chosen], [train_labels[i] for i in chosen],
                                                 first.validation_sentences))
         predicted = np.stack(predicted)
         correct[("TF-IDF", n)] = predicted == labels[None]
-        rows.append(_row(f"TF-IDF + LR n={n}", "tfidf", n, labels, predicted, counts, model="TF-IDF",
+        rows.append(curve_row(f"TF-IDF + LR n={n}", "tfidf", n, labels, predicted, counts, model="TF-IDF",
                          train_rows=n, dev_rows=0))
     for m in models:
         for init in INITS:
@@ -578,7 +580,7 @@ def label_curve(profile: str | None = None, budgets: Sequence[int | str] = DEFAU
                 runs = [done[RunSpec(m.name, init, n, s)] for s in seed_range(seeds, first_seed)]
                 predicted = np.stack([r["predicted"] for r in runs])
                 correct[(m.name, init, n)] = predicted == labels[None]
-                rows.append(_row(f"{m.name} {init} n={n}", init, n, labels, predicted, counts, model=m.name,
+                rows.append(curve_row(f"{m.name} {init} n={n}", init, n, labels, predicted, counts, model=m.name,
                                  arch=m.arch, train_rows=runs[0]["train_rows"], dev_rows=runs[0]["dev_rows"],
                                  selected_step=[r["selected_step"] for r in runs],
                                  planned_steps=[r["planned_steps"] for r in runs],
@@ -656,5 +658,5 @@ def labels_command(args: Any) -> int:
 __all__ = [
     "COURSE_MODELS", "CurveModel", "DEFAULT_BUDGETS", "LABELS_FORMAT", "LabelCurveError", "LabelRecipe", "RunSpec",
     "default_out", "label_curve", "labelled_rows", "labels_command", "load_results", "parse_budgets", "parse_model",
-    "run_plan", "seed_range", "train_with_dev",
+    "run_plan", "seed_range", "tfidf_predictions", "train_with_dev", "curve_row",
 ]

@@ -68,7 +68,7 @@ def probe_curve(encoders: Sequence[ProbeEncoder], budgets: Sequence[int] = (100,
     from bertcourse.progress import progress_bar
     from bertcourse.stats import ALPHA, BOOTSTRAP_RESAMPLES, holm, paired_seed_bootstrap, sentence_resamples
     from bertcourse.training.compare import STATISTICS_INTERVAL, STATISTICS_TEST
-    from bertcourse.training.data_efficiency import LabelRecipe, _row, _tfidf_predictions, labelled_rows
+    from bertcourse.training.data_efficiency import LabelRecipe, curve_row, labelled_rows, tfidf_predictions
 
     began = time.perf_counter()
     train, validation = load_sst2("train", data_dir, source), load_sst2("validation", data_dir, source)
@@ -94,10 +94,10 @@ def probe_curve(encoders: Sequence[ProbeEncoder], budgets: Sequence[int] = (100,
                         for s in range(seeds)])
                 bar.update(1)
     for n in budgets:
-        predicted[("TF-IDF", "tfidf", n)] = np.stack([_tfidf_predictions(
+        predicted[("TF-IDF", "tfidf", n)] = np.stack([tfidf_predictions(
             [sentences[i] for i in chosen[(n, s)]], train_y[chosen[(n, s)]].tolist(), val_sentences)
             for s in range(seeds)])
-    rows = [_row(f"{name} {kind} n={n}" if kind != "tfidf" else f"TF-IDF + LR n={n}", kind, n, labels, p, counts,
+    rows = [curve_row(f"{name} {kind} n={n}" if kind != "tfidf" else f"TF-IDF + LR n={n}", kind, n, labels, p, counts,
                  model=name, train_rows=n) for (name, kind, n), p in predicted.items()]
     correct = {key: p == labels[None] for key, p in predicted.items()}
     pairs = [((e.name, "pretrained", n), (e.name, "scratch", n), "pretrained vs scratch")
