@@ -55,7 +55,7 @@ benchmarks/README.md ("The GPU check") and docs/training-beyond-one-machine.md (
 8. **resume**: the short profile pretrained straight through, and stopped half-way then resumed, in the
    run's precision (fp16: the loss scale is saved and restored): the two final losses;
 9. **the other lessons' paths** on the device, a few steps each: lesson 2's whole-word pretraining, lesson 4's
-   task head (`heads.train_head`) and label-curve run (`data_efficiency.train_with_dev`), lesson 6's pair variant
+   task head (`task_heads.train_head`) and label-curve run (`data_efficiency.train_with_dev`), lesson 6's pair variant
    (`after_bert.runner.run_variant`, reading the data as the commands do: $BERTCOURSE_DATA) and lesson 7's
    distillation.
 
@@ -629,7 +629,8 @@ def other_lessons_part(args: argparse.Namespace, device: torch.device, course, c
         return f"held-out loss {run.final_eval['loss']:.3f}"
 
     def task_head() -> str:
-        from bertcourse.heads import TAG_NAMES, TokenClassifier, encode_tagged_words, number_date_tags, train_head
+        from bertcourse.heads import TAG_NAMES, TokenClassifier, encode_tagged_words, number_date_tags
+        from bertcourse.training.task_heads import train_head
 
         words = [s.split() for s in corpus.train[:64]]
         tags = [[TAG_NAMES.index(t) for t in number_date_tags(w)] for w in words]

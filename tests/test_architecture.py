@@ -289,10 +289,9 @@ FOLDER_RULES = {  # folder -> the folders of the package its modules may never i
     "after_bert": {"grading", "authoring"},
     "grading": {"training", "after_bert", "authoring"},
 }
-# Where the top level reaches a wing anyway: the command line imports each command when it runs, the
-# self-grading helper hands a notebook to the grader, and lesson 4's task heads train through the one training
-# step (`heads.train_head` -> training.loop, training.devices) rather than a loop of their own.
-EDGES_ALLOWED = {"bertcourse.cli", "bertcourse.selfgrade", "bertcourse.heads"}
+# Where the top level reaches a wing anyway: the command line imports each command when it runs, and the
+# self-grading helper hands a notebook to the grader.
+EDGES_ALLOWED = {"bertcourse.cli", "bertcourse.selfgrade"}
 
 
 def folder_of(module: str) -> str:

@@ -29,7 +29,6 @@ from bertcourse.heads import (
     extract_answers,
     number_date_tags,
     span_to_chars,
-    train_head,
     window_targets,
     word_predictions,
     year_number_questions,
@@ -38,6 +37,7 @@ from bertcourse.metrics import entity_scores
 from bertcourse.model import build_model
 from bertcourse.tokenizer import train_tokenizer
 from bertcourse.training.checkpoint import tokenizer_from_json
+from bertcourse.training.task_heads import train_head
 
 SENTENCES = [
     "The film was not good at all.",

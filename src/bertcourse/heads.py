@@ -385,39 +385,6 @@ def year_number_questions(sentences: Sequence[str], sentences_per_context: int =
 # ----------------------------------------------------------------------------- a short training loop
 
 
-def train_head(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]], steps: int, learning_rate: float,
-               device: torch.device | str = "cpu", progress: bool = True, precision: str = "auto") -> list[float]:
-    """`steps` AdamW steps over `batches` (cycled), each a dict of the model's forward arguments, labels
-    included. Returns the loss of every step. Enough for a head's demonstration; real fine-tuning adds
-    warm-up and decay (`bertcourse.training.optim`).
-
-    The steps are the course's one training step (`bertcourse.training.loop.TrainStep`): `precision` means
-    what it means for `bertcourse finetune` (on a T4 "auto" is fp16 with loss scaling), so a head trains
-    on a GPU as fast as the lesson's fine-tuning does. The batches are moved to the device once (a lesson's
-    few dozen are reused every epoch), and the losses are read once at the end, not once per step.
-    """
-    from bertcourse.progress import progress_bar
-    from bertcourse.training.devices import autocast_dtype, to_device
-    from bertcourse.training.loop import LossLog, TrainStep
-
-    if steps < 1 or not batches:
-        raise ValueError(f"need at least one step and one batch, got {steps} steps and {len(batches)} batches")
-    trained = [p for p in model.parameters() if p.requires_grad]
-    train_step = TrainStep(torch.optim.AdamW(trained, lr=learning_rate), trained, device=device,
-                           dtype=autocast_dtype(device, precision), grad_clip=None)
-    on_device = [to_device(batch, device) for batch in batches]
-    log = LossLog()
-    model.train()
-    for step in progress_bar(range(steps), desc="training the head", disable=not progress):
-        with train_step.autocast():
-            loss = model(**on_device[step % len(on_device)]).loss
-        train_step.backward(loss)
-        train_step.step()
-        log.add(loss=loss)
-    model.eval()
-    return log.read()["loss"]
-
-
 def batched(rows: Iterable[Any], size: int) -> list[list[Any]]:
     """Consecutive lists of `size` items (the last may be shorter)."""
     rows = list(rows)
@@ -428,6 +395,6 @@ __all__ = [
     "IGNORE_INDEX", "MONTHS", "QuestionAnswering", "SpanOutput", "SpanQuestion", "TAG_NAMES", "TokenClassifier",
     "TokenClassifierOutput", "align_word_labels", "answer_token_span", "batched", "best_span", "bio_continuation",
     "context_mask", "encode_pairs", "encode_question_context", "encode_question_windows", "encode_tagged_words",
-    "extract_answers", "number_date_tags", "span_to_chars", "train_head", "window_targets", "word_predictions",
+    "extract_answers", "number_date_tags", "span_to_chars", "window_targets", "word_predictions",
     "year_number_questions",
 ]

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import bertcourse.training.loop as loop
-from bertcourse.heads import train_head
 from bertcourse.masking import pad_batch
 from bertcourse.training.devices import DeviceRows, to_device
+from bertcourse.training.task_heads import train_head
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertcourse"
 
@@ -112,9 +112,11 @@ class _Recorded(loop.TrainStep):
 
 
 def test_a_task_head_trains_through_the_shared_step_in_the_precision_asked(monkeypatch):
-    """`heads.train_head` takes `loop.TrainStep`'s steps, autocast to the precision asked (bf16 on the CPU)."""
+    """`task_heads.train_head` takes `loop.TrainStep`'s steps, autocast to the precision asked (bf16 on the CPU)."""
+    from bertcourse.training import task_heads
+
     _Recorded.made = []
-    monkeypatch.setattr(loop, "TrainStep", _Recorded)
+    monkeypatch.setattr(task_heads, "TrainStep", _Recorded)
     seen: list[torch.dtype | None] = []
 
     class Head(torch.nn.Module):
