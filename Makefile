@@ -89,9 +89,11 @@ readme: install-instructor
 	$(BIN)/python -c 'from bertcourse.notebook import update_readme; update_readme()'
 
 # Every notebook's first code cell is the Colab set-up cell generated from course.yml (repository, branch; its
-# steps in bertcourse/colab.py); the releases in exercises/ follow from the solutions.
+# steps in bertcourse/colab.py), and every exercise's time line under its title is course.yml's expected_minutes
+# (bertcourse/authoring/time_lines.py); the releases in exercises/ follow from the solutions.
 setup-cells: install-instructor
 	$(BIN)/python -c 'from bertcourse.authoring.setup_cells import write_setup_cells; write_setup_cells()'
+	$(BIN)/python -c 'from bertcourse.authoring.time_lines import write_time_lines; write_time_lines()'
 	$(BIN)/bertcourse release
 
 # The lessons executed on the cpu profile, written back with their outputs and provenance (docs/developing.md,

@@ -359,27 +359,29 @@ def test_loss_is_a_0dim_tensor(student):
 
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q1: revisit which positions the MLM loss is computed on, and why")
-def test_q1_loss_positions(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q1: ask which label value the cross-entropy leaves out, and what any other label asks "
+                            "the model to predict")
+def test_q1_labels_of_unselected_positions(student):
     assert concept_answer(student, "answer_q1") == "d"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
+@pytest.mark.check(cell="concepts_checks", points=0.5,
                    feedback="Q2: revisit what the random and unchanged 10% shares are for")
 def test_q2_random_and_unchanged(student):
     assert concept_answer(student, "answer_q2") == "a"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q3: revisit what RoBERTa's ablations found about next-sentence prediction")
-def test_q3_roberta_nsp(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q3: ask what a higher selection rate adds to a step, and what it takes away from the "
+                            "context of each prediction")
+def test_q3_a_higher_selection_rate(student):
     assert concept_answer(student, "answer_q3") == "c"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q4: revisit what the model meets on its second pass over the same sentence (lesson 1, "
-                            "section 5)")
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q4: count, over the passes, how often a token is a target and with which blanks "
+                            "around it, under each scheme (lesson 1, section 5)")
 def test_q4_dynamic_masking(student):
     assert concept_answer(student, "answer_q4") == "b"
 

@@ -152,7 +152,7 @@ def test_special_positions_never_selected(student):
     assert_specials_untouched(ids, word_ids < 0, inputs, labels, "positions with word id -1")
 
 
-@pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
+@pytest.mark.check(cell="whole_word_mask_checks", points=2.0,
                    feedback="labels must hold the original id at every piece of a selected word (whatever it "
                             "shows) and -100 everywhere else, and a piece labelled -100 shows its original id")
 def test_labels_hold_original_ids(student):
@@ -196,7 +196,7 @@ def test_one_decision_per_word(student):
         "random and unchanged pieces")
 
 
-@pytest.mark.check(cell="whole_word_mask_checks", points=2.0,
+@pytest.mark.check(cell="whole_word_mask_checks", points=3.0,
                    feedback="select whole words until about select_prob of the row's non-special tokens are "
                             "covered: never more than k = max(1, round(select_prob * n)) tokens, and stop only at "
                             "a word that no longer fits")
@@ -227,7 +227,7 @@ def test_budget_per_row(student):
         f"rows of 3 tokens (budget max(1, round(0.45)) = 1) selected {sorted(set(covered.tolist()))} tokens")
 
 
-@pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
+@pytest.mark.check(cell="whole_word_mask_checks", points=2.0,
                    feedback="go through the words in a uniformly random order (every order equally likely), not in the "
                             "order of the row or in one contiguous span")
 def test_words_taken_in_random_order(student):
@@ -252,7 +252,7 @@ def test_words_taken_in_random_order(student):
         f"{int(neighbours.sum())} pairs of neighbouring words were both selected, of {int(t.sum())} selected words")
 
 
-@pytest.mark.check(cell="whole_word_mask_checks", points=1.0,
+@pytest.mark.check(cell="whole_word_mask_checks", points=2.0,
                    feedback="of the selected words, about mask_prob (80%) should show [MASK] on all pieces, "
                             "random_prob (10%) random pieces and the rest (10%) stay unchanged with their labels")
 def test_word_treatment_shares(student):

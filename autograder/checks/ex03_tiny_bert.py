@@ -518,17 +518,16 @@ def test_head_training_updates_the_embedding(student):
 
 @pytest.mark.check(
     cell="concepts_checks",
-    points=1.0,
-    feedback="Q1: without next-sentence prediction the pooler is never trained; fine-tune from "
-    "the last layer's [CLS] vector",
+    points=0.5,
+    feedback="Q1: ask which loss of an MLM-only pretraining ever reached the pooler's weights",
 )
-def test_q1_cls_vector_not_untrained_pooler(student):
+def test_q1_the_pooler_of_an_mlm_only_bert(student):
     assert concept_answer(student, "answer_q1") == "b"
 
 
 @pytest.mark.check(
     cell="concepts_checks",
-    points=1.0,
+    points=0.5,
     feedback="Q2: think about what adding learned vectors does compared with concatenating them",
 )
 def test_q2_why_summing_embeddings_works(student):
@@ -536,7 +535,7 @@ def test_q2_why_summing_embeddings_works(student):
 
 
 @pytest.mark.check(
-    cell="concepts_checks", points=1.0, feedback="Q3: think about what happens to a score of 0 after the softmax"
+    cell="concepts_checks", points=0.5, feedback="Q3: think about what happens to a score of 0 after the softmax"
 )
 def test_q3_why_add_the_mask(student):
     assert concept_answer(student, "answer_q3") == "a"
@@ -544,8 +543,8 @@ def test_q3_why_add_the_mask(student):
 
 @pytest.mark.check(
     cell="concepts_checks",
-    points=1.0,
-    feedback="Q4: compare the cost of the vocabulary projection with the rest of a tiny model",
+    points=0.5,
+    feedback="Q4: follow the gradient of one selected position's softmax back into the decoder's weight",
 )
-def test_q4_why_logits_only_at_selected_positions(student):
+def test_q4_which_rows_of_a_tied_table_train(student):
     assert concept_answer(student, "answer_q4") == "d"

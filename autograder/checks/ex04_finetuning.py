@@ -560,25 +560,28 @@ def test_train_step_trains_in_training_mode(student):
 # ----------------------------------------------------------------------------- part 4: concepts
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
+@pytest.mark.check(cell="concepts_checks", points=0.5,
                    feedback="Q1: think about which outputs the MLM loss is computed on during pretraining")
 def test_q1_what_makes_cls_a_sentence_summary(student):
     assert concept_answer(student, "answer_q1") == "c"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q2: think about which positions each position of a causal decoder can attend to")
-def test_q2_where_to_pool_a_decoder(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q2: ask which words each state of a causal decoder has seen, and so which words reach "
+                            "most of the states")
+def test_q2_mean_pooling_a_decoder(student):
     assert concept_answer(student, "answer_q2") == "a"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q3: think about what can change in the encoder during full fine-tuning")
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q3: ask what each comparison can show: a probe, what the frozen features hold; full "
+                            "fine-tuning on many labels, what training can build")
 def test_q3_what_a_probe_measures(student):
     assert concept_answer(student, "answer_q3") == "d"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q4: think about where the padding sits in each row for each padding side")
-def test_q4_padding_side_and_position_minus_1(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q4: ask what a padded position may attend to in a causal model whose mask blocks only "
+                            "padded keys")
+def test_q4_position_minus_1_of_a_right_padded_row(student):
     assert concept_answer(student, "answer_q4") == "b"

@@ -587,27 +587,27 @@ def test_bootstrap_honours_n_resamples(student):
 
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q1: ask what a constant answer scores under each metric, and which class of MRPC an "
-                            "application looks for")
-def test_q1_glue_metric_choice(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q1: ask whether either model's answer depends on the sentence, and what a correlation "
+                            "measures")
+def test_q1_mcc_of_answers_that_ignore_the_sentence(student):
     assert concept_answer(student, "answer_q1") == "c"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
+@pytest.mark.check(cell="concepts_checks", points=0.5,
                    feedback="Q2: ask which average lets each class count the same, whatever its size")
 def test_q2_macro_vs_micro_under_imbalance(student):
     assert concept_answer(student, "answer_q2") == "b"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q3: think of a user who can run the tests on several generated programs")
-def test_q3_pass_at_k_vs_single_sample(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q3: work out pass@k problem by problem for each model, at k = 1 and at k = 100, then "
+                            "average over the problems")
+def test_q3_pass_at_k_rankings_change_with_k(student):
     assert concept_answer(student, "answer_q3") == "d"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q4: ask which source of randomness resampling the test sentences does, and does not, "
-                   "capture")
-def test_q4_what_an_interval_on_872_sentences_tells(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q4: ask how the spread of a mean over n resampled sentences depends on n")
+def test_q4_interval_width_and_test_set_size(student):
     assert concept_answer(student, "answer_q4") == "b"

@@ -675,26 +675,29 @@ def test_electra_draws_from_the_generator(student):
 # ----------------------------------------------------------------------------- part 6: concepts
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
+@pytest.mark.check(cell="concepts_checks", points=0.5,
                    feedback="Q1: ask what RoBERTa put in each input when it dropped the NSP loss, and what it "
                    "compared that with")
 def test_q1_why_roberta_dropped_nsp(student):
     assert concept_answer(student, "answer_q1") == "a"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q2: compare the words that the two classes of each task contain")
-def test_q2_why_sop_defeats_a_bag_of_words(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q2: ask what a sentence from elsewhere in the same document shares with the first one, "
+                            "and what is then left to tell a negative apart")
+def test_q2_negatives_from_the_same_document(student):
     assert concept_answer(student, "answer_q2") == "c"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q3: count the positions whose prediction enters each model's loss")
-def test_q3_what_electra_gains_per_sequence(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q3: count the positions that enter each loss, and ask where ELECTRA's gain over BERT "
+                            "comes from")
+def test_q3_electra_with_a_loss_at_15_percent(student):
     assert concept_answer(student, "answer_q3") == "d"
 
 
-@pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q4: ask what the discriminator can see at that position")
-def test_q4_a_sampled_token_equal_to_the_original(student):
+@pytest.mark.check(cell="concepts_checks", points=0.5,
+                   feedback="Q4: ask how many positions still differ from the original, and how easy those are to "
+                            "spot")
+def test_q4_a_generator_that_often_samples_originals(student):
     assert concept_answer(student, "answer_q4") == "b"

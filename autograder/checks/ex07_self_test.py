@@ -139,6 +139,7 @@ def test_n1_positions_in_the_loss(student):
         200: "the positions that were not selected have label -100 and stay out of the loss",
         170: "those are the positions left out of the loss",
         15: "15 is the percentage; the question asks for a number of positions",
+        7.5: "that is the count for part 1's sequences of 50 tokens; N1's sequence holds 200",
         0.15: "that is a rate; the question asks for a number of positions",
     })
 
@@ -151,6 +152,7 @@ def test_n2_targets_showing_mask(student):
         27: "that adds the targets that show a random token",
         160: "the 80% share is taken of the selected positions, not of all 200",
         0.12: "that is a rate; the question asks for a number of positions",
+        6: "that is the count for part 1's sequences of 50 tokens; N2's sequence holds 200",
     })
 
 
@@ -199,72 +201,71 @@ def assert_choice(student, name: str, right: str, why_not: dict[str, str]) -> No
     assert answer == right, f"({answer}) {why_not[answer]}"
 
 
-@pytest.mark.check(cell="bert_checks", points=1.0,
+@pytest.mark.check(cell="bert_checks", points=0.5,
                    feedback="Q1: ask what each task's loss is computed on, and what kind of context MLM gives a token")
 def test_q1_two_pretraining_tasks(student):
-    assert_choice(student, "answer_q1", "b", {
+    assert_choice(student, "answer_q1", "d", {
         "a": "MLM is not a left-to-right objective: it predicts hidden tokens from both sides at once (which is why "
              "BERT does not generate text), and NSP asks whether B follows A, not where documents end",
-        "c": "[CLS] is never selected for masking, so MLM puts no loss on it (the [CLS] summary came from NSP's "
+        "b": "[CLS] is never selected for masking, so MLM puts no loss on it (the [CLS] summary came from NSP's "
              "classifier, later from fine-tuning); random replacements belong to MLM's recipe, not NSP's",
-        "d": "both tasks train one shared encoder, and a fine-tuned classifier uses everything MLM taught it; RoBERTa,"
+        "c": "both tasks train one shared encoder, and a fine-tuned classifier uses everything MLM taught it; RoBERTa,"
              " pretrained with MLM alone, does better on sentence tasks than BERT",
     })
 
 
-@pytest.mark.check(cell="bert_checks", points=1.0,
-                   feedback="Q2: ask whether the model can tell, from its input alone, which visible tokens are "
+@pytest.mark.check(cell="bert_checks", points=0.5,
+                   feedback="Q2: ask what a padded position's prediction is, and what its targets do to a mean over "
                             "targets")
-def test_q2_which_positions_enter_the_loss(student):
-    assert_choice(student, "answer_q2", "c", {
-        "a": "with a loss at [MASK] positions only, the model could learn to trust every other input as it stands, and"
-             " the random and kept 10% would teach nothing: they work because they are predicted too",
-        "b": "the model cannot tell a kept token from any other visible one, so predicting it is not trivial: it must "
-             "check every token against its context; dropping kept targets undoes what that 10% is for",
-        "d": "positions that were not selected carry the label -100 and add nothing to the loss; copying a visible "
-             "token would be an easy task that teaches little",
+def test_q2_padding_selected_as_targets(student):
+    assert_choice(student, "answer_q2", "b", {
+        "a": "the attention mask only stops other positions from reading a padded key; the model still predicts at a "
+             "padded position, and a label there puts that prediction in the loss",
+        "c": "[PAD] is an ordinary id of the vocabulary, with its own row in the output layer: predicting it is "
+             "possible, and easy",
+        "d": "what it learns is to say [PAD] after the end of a sentence, which the attention mask already tells it: "
+             "these targets teach nothing about language and only water down the loss",
     })
 
 
-@pytest.mark.check(cell="bert_checks", points=1.0,
-                   feedback="Q3: -100 is a label: not an input id, and not a logit")
+@pytest.mark.check(cell="bert_checks", points=0.5,
+                   feedback="Q3: ask what an ignored target does to the sum, and to the count the mean divides by")
 def test_q3_how_minus_100_keeps_positions_out(student):
-    assert_choice(student, "answer_q3", "a", {
-        "b": "-100 is in the labels, never in the inputs: the embedding layer sees the masked input ids, and a "
-             "negative id would not even index an embedding table",
-        "c": "nothing is rescaled: with the loss taken everywhere, the unselected positions would still send gradients"
-             " into the model; ignore_index removes them exactly",
-        "d": "a label is a class index, not a logit, and -100 names no class: cross_entropy recognises the value and "
-             "drops those positions exactly, with zero gradient",
+    assert_choice(student, "answer_q3", "c", {
+        "a": "an ignored target leaves the count too: otherwise a batch's loss would shrink with every unselected "
+             "position, and a target's weight would depend on how much of its row was padding or unselected",
+        "b": "-100 is cross_entropy's default ignore_index: such targets are recognised and skipped with zero gradient,"
+             " never read as class indices",
+        "d": "nothing is rescaled by a share: the mean divides by the number of positions actually labelled",
     })
 
 
-@pytest.mark.check(cell="bert_checks", points=1.0,
-                   feedback="Q4: compare what differs between a token of A and a token of B in the input vector")
-def test_q4_how_a_pair_tells_its_sentences_apart(student):
-    assert_choice(student, "answer_q4", "d", {
-        "a": "positions run on from A into B (0 to 511 over the whole input): restarting them would give the first "
-             "tokens of A and of B the same position vector",
-        "b": "every position attends to every other in every layer, across the [SEP] too: that is how a pair task "
-             "compares the two sentences",
-        "c": "both sentences share one WordPiece vocabulary: a word has the same token id in A and in B",
+@pytest.mark.check(cell="bert_checks", points=0.5,
+                   feedback="Q4: ask what, besides a segment row, differs between a token of A and a token of B in "
+                            "RoBERTa's input")
+def test_q4_a_pair_without_segment_rows(student):
+    assert_choice(student, "answer_q4", "a", {
+        "b": "RoBERTa is fine-tuned on pair tasks (MNLI, QQP) and does them better than BERT; it dropped NSP for "
+             "other reasons, and its separators still mark the boundary",
+        "c": "positions run on from A into B: restarting them would give the first tokens of A and of B the same "
+             "position vector",
+        "d": "both sentences share one vocabulary: a word has the same token id in A and in B",
     })
 
 
-@pytest.mark.check(cell="bert_checks", points=1.0,
-                   feedback="Q5: think of the inputs the model sees after pretraining, when it is fine-tuned")
-def test_q5_why_not_always_mask(student):
+@pytest.mark.check(cell="bert_checks", points=0.5,
+                   feedback="Q5: ask what the encoder was never asked to do with a visible token, and which use can "
+                            "still change the encoder")
+def test_q5_all_mask_and_frozen_features(student):
     assert_choice(student, "answer_q5", "b", {
-        "a": "every selected position gets a vocabulary projection and a loss term whatever it shows; the recipe "
-             "changes what the input shows, not how much is computed",
-        "c": "the random share is not about typos and the kept share is no warm-up: both exist so that the model "
-             "cannot know which visible tokens are targets",
-        "d": "the context of a [MASK] still says a lot about its token, and 100% [MASK] trains fine (transformers' "
-             "whole-word option does it); it only widens the gap to fine-tuning inputs",
+        "a": "the visible tokens are the context of every prediction, so the encoder learns a lot; fine-tuned, the "
+             "100% variant scored about as well as 80/10/10, so the uses did not fail alike",
+        "c": "a tagger reads each token's final vector, never the [MASK] row: at test time no input shows [MASK]",
+        "d": "nothing is masked at test time: masking is a device of pretraining only",
     })
 
 
-@pytest.mark.check(cell="bert_checks", points=1.0,
+@pytest.mark.check(cell="bert_checks", points=0.5,
                    feedback="Q6: ask what the input holds at the other blank when the model predicts one of them")
 def test_q6_independent_masked_predictions(student):
     assert_choice(student, "answer_q6", "d", {
@@ -276,32 +277,34 @@ def test_q6_independent_masked_predictions(student):
     })
 
 
-@pytest.mark.check(cell="bert_checks", points=1.0,
-                   feedback="Q7: check each claim against BERT's input format and its tokenizer")
-def test_q7_a_real_limitation_of_bert(student):
-    assert_choice(student, "answer_q7", "a", {
-        "b": "segment embeddings (A and B) and [SEP] exist for pairs: inference, paraphrase and QA were all fine-tuned"
-             " on pairs",
-        "c": "WordPiece splits an unseen word into known pieces, down to single characters if need be, so almost "
-             "nothing becomes [UNK]",
-        "d": "BERT's vectors are contextual: every layer mixes in the sentence around a word, so the two \"bank\"s get "
-             "different vectors",
+@pytest.mark.check(cell="bert_checks", points=0.5,
+                   feedback="Q7: check each plan against BERT's position table and against what its input holds")
+def test_q7_a_text_longer_than_512_pieces(student):
+    assert_choice(student, "answer_q7", "c", {
+        "a": "attention itself takes any length, but BERT's learned position table has 512 rows: position 512 has no "
+             "vector (and the cost grows with the square of the length)",
+        "b": "[CLS] summarises only what the input holds: cutting at 512 drops most of the contract, and the clause "
+             "that decides may be anywhere",
+        "d": "a text of 2,600 pieces stays far above 512 whatever the cleaning, and bert-base-uncased lower-cases "
+             "already",
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
-                   feedback="Q8: RoBERTa kept BERT's architecture and its masked-LM objective")
-def test_q8_what_roberta_changed(student):
-    assert_choice(student, "answer_q8", "c", {
-        "a": "RoBERTa is still a masked-LM encoder: its gains came from the training recipe, not from a new objective",
-        "b": "RoBERTa removed NSP: inputs of contiguous sentences without NSP matched or beat BERT; negatives from the"
-             " same document are closer to ALBERT's sentence-order prediction",
-        "d": "that is ALBERT's parameter reduction; RoBERTa kept BERT's architecture (with a byte-level BPE "
-             "vocabulary)",
+@pytest.mark.check(cell="after_checks", points=0.5,
+                   feedback="Q8: RoBERTa kept BERT's architecture and objective: ask what else changed, and what that "
+                            "means for a comparison")
+def test_q8_what_roberta_means_for_comparisons(student):
+    assert_choice(student, "answer_q8", "a", {
+        "b": "gains of several points over many tasks are well beyond the noise: the question is what caused them, "
+             "not whether they exist",
+        "c": "RoBERTa's gains came with BERT's own objective and architecture: masked-LM had not reached its limit, "
+             "BERT was undertrained",
+        "d": "BERT's published numbers come from an undertrained recipe: a comparison with them credits X with "
+             "whatever its own recipe adds",
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
+@pytest.mark.check(cell="after_checks", points=0.5,
                    feedback="Q9: ask what a random sentence from another document changes besides coherence")
 def test_q9_why_sop_replaced_nsp(student):
     assert_choice(student, "answer_q9", "a", {
@@ -313,7 +316,7 @@ def test_q9_why_sop_replaced_nsp(student):
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
+@pytest.mark.check(cell="after_checks", points=0.5,
                    feedback="Q10: sharing weights between layers is not sharing their work")
 def test_q10_what_albert_sharing_buys(student):
     assert_choice(student, "answer_q10", "c", {
@@ -325,7 +328,7 @@ def test_q10_what_albert_sharing_buys(student):
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
+@pytest.mark.check(cell="after_checks", points=0.5,
                    feedback="Q11: DistilBERT is named after knowledge distillation: ask who teaches the small model")
 def test_q11_how_distilbert_was_made(student):
     assert_choice(student, "answer_q11", "b", {
@@ -338,7 +341,7 @@ def test_q11_how_distilbert_was_made(student):
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
+@pytest.mark.check(cell="after_checks", points=0.5,
                    feedback="Q12: SpanBERT is an encoder without NSP; ask what its extra objective predicts, and from "
                             "what")
 def test_q12_what_spanbert_predicts(student):
@@ -352,20 +355,20 @@ def test_q12_what_spanbert_predicts(student):
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
-                   feedback="Q13: ask which network is kept after pretraining, and how many positions carry a label")
-def test_q13_what_electra_trains(student):
-    assert_choice(student, "answer_q13", "a", {
-        "b": "the generator is trained with ordinary maximum likelihood (MLM), not adversarially, and the "
-             "discriminator is the model that is kept and fine-tuned",
-        "c": "the discriminator makes a yes/no decision per token, not a vocabulary prediction, and the generator "
-             "works best when small (a quarter to half of the discriminator)",
-        "d": "the labels are per token, one for every token of the input: that is where ELECTRA's efficiency comes "
-             "from",
+@pytest.mark.check(cell="after_checks", points=0.5,
+                   feedback="Q13: ask which network was trained at every position, and what the other one was for")
+def test_q13_which_electra_network_is_kept(student):
+    assert_choice(student, "answer_q13", "b", {
+        "a": "the generator is small (a quarter to half of the discriminator) and only a helper: it is set aside "
+             "after pretraining",
+        "c": "the generator is trained by maximum likelihood, not adversarially, and is not used after pretraining: "
+             "fine-tuning starts from the discriminator alone",
+        "d": "detecting replacements at every position is what trains the discriminator's token vectors, and those "
+             "are what fine-tuning starts from",
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
+@pytest.mark.check(cell="after_checks", points=0.5,
                    feedback="Q14: BERT mixes two kinds of information into one vector at the input; DeBERTa keeps them"
                             " apart")
 def test_q14_what_deberta_disentangles(student):
@@ -378,7 +381,7 @@ def test_q14_what_deberta_disentangles(student):
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
+@pytest.mark.check(cell="after_checks", points=0.5,
                    feedback="Q15: what a position may attend to decides whether a Transformer can generate")
 def test_q15_how_unilm_generates(student):
     assert_choice(student, "answer_q15", "b", {
@@ -391,7 +394,7 @@ def test_q15_how_unilm_generates(student):
     })
 
 
-@pytest.mark.check(cell="after_checks", points=1.0,
+@pytest.mark.check(cell="after_checks", points=0.5,
                    feedback="Q16: a one-pass fill predicts the blanks independently; ask what repairs that")
 def test_q16_generating_with_an_encoder(student):
     assert_choice(student, "answer_q16", "d", {

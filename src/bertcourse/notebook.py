@@ -167,8 +167,9 @@ def contents_table(root: str | Path | None = None) -> str:
                     f"{lesson.teaches} | {colab_badge(lesson.notebook, *where)} |")
     for exercise in course.exercises:
         path = f"exercises/{exercise.notebook}"
+        minutes = f"~{exercise.expected_minutes} minutes, " if exercise.expected_minutes else ""
         rows.append(f"| exercise `{exercise.id}` | [{exercise.title}]({path}) | {exercise.points:g} points, "
-                    f"graded by `bertcourse grade` | {colab_badge(path, *where)} |")
+                    f"{minutes}graded by `bertcourse grade` | {colab_badge(path, *where)} |")
     return "\n".join(rows)
 
 

@@ -484,20 +484,20 @@ WRONG = {
     ),
     # concepts
     "pooler mistaken for a trained sentence vector": (
-        mutate('"b", " C", "a", "d"', '"a", " C", "a", "d"'),
-        {"test_q1_cls_vector_not_untrained_pooler"},
+        mutate('"b", " C", "a", "d"', '"c", " C", "a", "d"'),
+        {"test_q1_the_pooler_of_an_mlm_only_bert"},
     ),
     "summing embeddings thought to lose the positions": (
         mutate('"b", " C", "a", "d"', '"b", "d", "a", "d"'),
         {"test_q2_why_summing_embeddings_works"},
     ),
-    "adding and multiplying a mask thought equivalent": (
-        mutate('"b", " C", "a", "d"', '"b", " C", "d", "d"'),
+    "a multiplied mask thought to remove the padded key": (
+        mutate('"b", " C", "a", "d"', '"b", " C", "b", "d"'),
         {"test_q3_why_add_the_mask"},
     ),
-    "logits at selected positions thought to change the loss": (
-        mutate('"b", " C", "a", "d"', '"b", " C", "a", "c"'),
-        {"test_q4_why_logits_only_at_selected_positions"},
+    "a tied decoder thought to train only the labels' rows": (
+        mutate('"b", " C", "a", "d"', '"b", " C", "a", "b"'),
+        {"test_q4_which_rows_of_a_tied_table_train"},
     ),
 }
 
@@ -571,7 +571,7 @@ def grade_variant(tmp_path: Path, stub: str, keep_init: bool = False):
 @pytest.mark.parametrize("stub", ["return"])  # the raise stub is the release, graded below
 def test_a_stub_notebook_scores_zero(tmp_path, stub):
     result = grade_variant(tmp_path, stub)
-    assert result.ok and result.max_score == 21.0, result.error
+    assert result.ok and result.max_score == 19.0, result.error
     assert result.score == 0.0, [c.name for c in result.checks if c.passed]
 
 
@@ -591,7 +591,7 @@ def test_the_release_scores_zero():
 
     assert_release_scores_zero("exercises/ex03-tiny-bert/tiny_bert.ipynb", "ex03-tiny-bert")
     result = graded_notebook("exercises/ex03-tiny-bert/tiny_bert.ipynb", "ex03-tiny-bert")
-    assert result.ok and result.max_score == 21.0, result.error
+    assert result.ok and result.max_score == 19.0, result.error
 
 
 # ----------------------------------------------------------------------------- visible and hidden agree

@@ -384,12 +384,12 @@ WRONG = {
     # concepts
     "Q1: [CLS] thought to be masked in pretraining": wrong(
         mutate('"c", " A", "(d)", "b"', '"a", " A", "(d)", "b"'), "test_q1_what_makes_cls_a_sentence_summary"),
-    "Q2: a decoder thought to lack a readable position 0": wrong(
-        mutate('"c", " A", "(d)", "b"', '"c", "b", "(d)", "b"'), "test_q2_where_to_pool_a_decoder"),
-    "Q3: a probe thought to give the best accuracy": wrong(
+    "Q2: a causal decoder's states thought to see the whole sentence": wrong(
+        mutate('"c", " A", "(d)", "b"', '"c", "b", "(d)", "b"'), "test_q2_mean_pooling_a_decoder"),
+    "Q3: full fine-tuning's tie read as the verdict on pretraining": wrong(
         mutate('"c", " A", "(d)", "b"', '"c", " A", "b", "b"'), "test_q3_what_a_probe_measures"),
     "Q4: padding thought to zero the outputs": wrong(
-        mutate('"c", " A", "(d)", "b"', '"c", " A", "(d)", "d"'), "test_q4_padding_side_and_position_minus_1"),
+        mutate('"c", " A", "(d)", "b"', '"c", " A", "(d)", "a"'), "test_q4_position_minus_1_of_a_right_padded_row"),
 }
 
 

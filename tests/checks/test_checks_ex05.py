@@ -432,12 +432,14 @@ WRONG = {
         mutate("    rng = random.Random(seed)\n", "    rng = random.Random(0)\n"),
         {"test_bootstrap_seed"}, others("test_bootstrap_seed", within=BOOT)),
     # concepts
-    "Q1: a metric's interval width": (mutate('answer_q1 = "c"', 'answer_q1 = "b"'), {"test_q1_glue_metric_choice"}),
+    "Q1: a random guesser credited for its lucky hits": (
+        mutate('answer_q1 = "c"', 'answer_q1 = "b"'), {"test_q1_mcc_of_answers_that_ignore_the_sentence"}),
     "Q2: macro as smoothing": (
         mutate('answer_q2 = "b"', 'answer_q2 = "a"'), {"test_q2_macro_vs_micro_under_imbalance"}),
-    "Q3: pass@k as ranking": (mutate('answer_q3 = "d"', 'answer_q3 = "a"'), {"test_q3_pass_at_k_vs_single_sample"}),
-    "Q4: the interval as seed spread": (
-        mutate('answer_q4 = "b"', 'answer_q4 = "a"'), {"test_q4_what_an_interval_on_872_sentences_tells"}),
+    "Q3: the pass@1 ranking thought to hold at every k": (
+        mutate('answer_q3 = "d"', 'answer_q3 = "a"'), {"test_q3_pass_at_k_rankings_change_with_k"}),
+    "Q4: the interval thought not to depend on the test set's size": (
+        mutate('answer_q4 = "b"', 'answer_q4 = "a"'), {"test_q4_interval_width_and_test_set_size"}),
 }
 
 

@@ -436,12 +436,12 @@ WRONG = {
     # concepts
     "Q1: NSP made training unstable": (
         mutate(('    answer_q1 = "a"', '    answer_q1 = "b"')), {"test_q1_why_roberta_dropped_nsp"}),
-    "Q2: SOP has more classes": (
-        mutate(('    answer_q2 = "c"', '    answer_q2 = "b"')), {"test_q2_why_sop_defeats_a_bag_of_words"}),
-    "Q3: gradients through the samples": (
-        mutate(('    answer_q3 = "d"', '    answer_q3 = "a"')), {"test_q3_what_electra_gains_per_sequence"}),
-    "Q4: a masked position is replaced": (
-        mutate(('    answer_q4 = "b"', '    answer_q4 = "a"')), {"test_q4_a_sampled_token_equal_to_the_original"}),
+    "Q2: the topic shortcut thought to survive same-document negatives": (
+        mutate(('    answer_q2 = "c"', '    answer_q2 = "a"')), {"test_q2_negatives_from_the_same_document"}),
+    "Q3: the unmasked positions thought to dilute the loss": (
+        mutate(('    answer_q3 = "d"', '    answer_q3 = "a"')), {"test_q3_electra_with_a_loss_at_15_percent"}),
+    "Q4: labels thought to follow the masked positions": (
+        mutate(('    answer_q4 = "b"', '    answer_q4 = "c"')), {"test_q4_a_generator_that_often_samples_originals"}),
 }
 
 

@@ -111,9 +111,9 @@ FORMS_EXACT = '''
 import numpy
 answer_n1, answer_n2, answer_n3, answer_n4, answer_n5 = 30, 24.0, "19,101,696", " 20/3 ", numpy.float64(16)
 answer_q1, answer_q2, answer_q3, answer_q4, answer_q5, answer_q6, answer_q7, answer_q8 = (
-    "B", " c ", "(a)", "d", "b", "D", "a", "c")
+    "D", " b ", "(c)", "a", "b", "D", "c", "A")
 answer_q9, answer_q10, answer_q11, answer_q12, answer_q13, answer_q14, answer_q15, answer_q16 = (
-    "a", "C", "b", "(d)", "A", "c", "b", "d")
+    "a", "C", "b", "(d)", "B", "c", "b", "d")
 '''
 
 FORMS_APPROXIMATE = '''
@@ -123,8 +123,8 @@ answer_n2 = torch.tensor(23.8)
 answer_n3 = 19.1e6                    # rounded, within 0.1%
 answer_n4 = Decimal("6.6")            # within 2%
 answer_n5 = "16.0"
-answer_q1, answer_q2, answer_q3, answer_q4, answer_q5, answer_q6, answer_q7, answer_q8 = "bcadbdac"
-answer_q9, answer_q10, answer_q11, answer_q12, answer_q13, answer_q14, answer_q15, answer_q16 = "acbdacbd"
+answer_q1, answer_q2, answer_q3, answer_q4, answer_q5, answer_q6, answer_q7, answer_q8 = "dbcabdca"
+answer_q9, answer_q10, answer_q11, answer_q12, answer_q13, answer_q14, answer_q15, answer_q16 = "acbdbcbd"
 '''
 
 CORRECT = {
