@@ -4,6 +4,7 @@ a second call with the same settings reads the run folder back, ELECTRA's steps 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from bertcourse.after_bert.runner import AfterBertError, read_result, result_from_summary, results_table, run_variant
 
@@ -40,6 +41,51 @@ def test_electra_trains_the_steps_its_flops_allow(real_data, tmp_path):
     assert result.steps == round(10 * matched["mlm_flops_per_step"] / result.flops_per_step) < 10
     assert result.mlm is None and result.generator_mlm["targets"] > 0
     assert 0 < result.rtd["replaced_fraction"] < 0.2 and 0 <= result.rtd["accuracy"] <= 1
+    rtd = result.rtd  # the headline is one always-"original" cannot reach: AUC and balanced accuracy, 0.5 for it
+    assert rtd["auc_interval"][0] <= rtd["auc"] <= rtd["auc_interval"][1] and 0 <= rtd["balanced_accuracy"] <= 1
+
+
+@pytest.mark.slow
+def test_a_continued_run_starts_from_the_profiles_pretrained_bert(real_data, tmp_path, monkeypatch):
+    """cpu-quick's tokenizer is not the shipped BERT's, so its own pretraining (made here, seconds) is the start;
+    with no steps the continued run is that BERT, scored as itself."""
+    from bertcourse.after_bert.runner import course_data, pretrained_bert
+    from bertcourse.training.heldout import evaluate
+
+    monkeypatch.setenv("BERTCOURSE_RUNS", str(tmp_path / "runs"))
+    result = run_variant("mlm+nsp", profile="cpu-quick", start="pretrained", steps=0, probe_rows=300,
+                         heldout_pairs=200, out_root=tmp_path / "after-bert", progress=False)
+    bert, source = pretrained_bert("cpu-quick")
+    assert result.start == "pretrained" and result.label == "mlm+nsp (continued)"
+    assert result.settings["start"] == source and "cpu-quick profile's pretrained BERT" in source["name"]
+    assert result.mlm["loss"] == pytest.approx(evaluate(bert, course_data("cpu-quick").heldout, "cpu")["loss"])
+    assert len(result.mlm["target_losses"]) == len(result.mlm["target_blocks"]) == result.mlm["targets"]
+    assert len(result.probe["mean"]["correct"]) == 872
+    scratch = run_variant("mlm+nsp", profile="cpu-quick", steps=0, probe_rows=300, heldout_pairs=200,
+                          out_root=tmp_path / "after-bert", progress=False)
+    assert scratch.key != result.key and scratch.mlm["loss"] > result.mlm["loss"]
+
+
+def test_the_shipped_bert_is_the_start_where_it_reads_the_profiles_ids(monkeypatch):
+    """On the cpu profiles (the shipped BERT's tokenizer and shape) no pretraining is made: the shipped one is used."""
+    from types import SimpleNamespace
+
+    from bertcourse.after_bert import runner
+    from bertcourse.config import ModelConfig
+    from bertcourse.training.checkpoint import load_shipped
+
+    model, tokenizer, card = load_shipped("bert", "cpu-long")
+    shared = SimpleNamespace(tokenizer=tokenizer, config=ModelConfig.from_dict(card["settings"]["model_config"]),
+                             profile="cpu", course=None)
+    monkeypatch.setattr(runner, "course_data", lambda profile=None: shared)
+    bert, source = runner.pretrained_bert("cpu")
+    assert source["steps"] == 18000 and source["sha256"] == card["sha256"]["model.safetensors"]
+    assert all(torch.equal(a, b) for a, b in zip(bert.state_dict().values(), model.state_dict().values()))
+
+
+def test_a_variant_of_another_shape_cannot_continue_the_pretrained_bert():
+    with pytest.raises(AfterBertError, match="'albert' changes the model's shape"):
+        run_variant("albert", start="pretrained")
 
 
 def test_an_unknown_variant_is_refused_by_name():

@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from bertcourse.authoring.lesson_outputs import has_outputs, provenance, stale_cells
+from bertcourse.authoring.package_code import changed_modules
 from bertcourse.course import load_course
 from bertcourse.folders import content_files
 from bertcourse.notebook import COLAB_SETUP_TAGS, colab_badge, contents_table, lesson_number, setup_cell_source
@@ -59,6 +60,17 @@ def test_lesson_outputs_come_from_the_code_next_to_them(path):
     stale = stale_cells(notebook)
     assert not stale, (f"{path}: code cells {stale} changed after their outputs were made on {record['date']}: "
                        f"run `bertcourse execute-lessons --profile {record['profile']} {path}`")
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.startswith("lessons/") and p not in NOT_EXECUTED_YET])
+def test_lesson_outputs_come_from_the_package_code_the_lesson_imports(path):
+    """Issue 35: a lesson's cells can stay the same while a package function they call changes what it prints."""
+    notebook = nbformat.read(ROOT / path, as_version=4)
+    record = provenance(notebook) or {}
+    changed = changed_modules(record.get("package_code"), notebook)
+    assert not changed, (f"{path}: package code changed after its outputs were made on {record.get('date')}: "
+                         f"{', '.join(changed)}; run `bertcourse execute-lessons --profile {record.get('profile')} "
+                         f"{path}`")
 
 
 def test_not_executed_yet_names_only_lessons():

@@ -6,50 +6,76 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bertcourse.after_bert.runner import VariantResult
-from bertcourse.after_bert.variant_report import verdict, verdicts
+from bertcourse.after_bert.variant_report import measure_of, verdict, verdicts
 from bertcourse.training.compare_report import collapse_note, collapsed_seeds, pretraining_verdicts, results_markdown
 
 
-def _variant(name: str, loss: float, accuracy: float, *, loss_sd: float | None = 2.0, unigram: float | None = 0.06,
-             probe: tuple[float, float, float] = (0.6, 0.57, 0.63), mcc: float = 0.2, macro_f1: float = 0.6):
+def _variant(name: str, loss: float, accuracy: float, *, losses: np.ndarray | None = None, unigram: float | None = 0.06,
+             correct: np.ndarray | None = None, mcc: float = 0.2, macro_f1: float = 0.6):
+    """A run with its per-target losses (mean `loss` when not given) over 1,893 targets in 100 blocks and its
+    probe's per-sentence hits over 872 sentences (mean 0.6 when not given)."""
     mlm = {"loss": loss, "accuracy": accuracy, "targets": 1893}
-    if loss_sd is not None:
-        mlm["loss_sd"] = loss_sd
+    if losses is not None:
+        mlm.update(loss=float(losses.mean()), loss_sd=float(losses.std()), target_losses=losses.tolist(),
+                   target_blocks=(np.arange(1893) % 100).tolist())
     if unigram is not None:
         mlm["unigram"] = {"loss": 7.0, "accuracy": unigram}
-    scores = {"accuracy": probe[0], "accuracy_interval": [probe[1], probe[2]], "mcc": mcc, "macro_f1": macro_f1}
+    hits = correct if correct is not None else (np.arange(872) % 5 < 3).astype(int)
+    scores = {"accuracy": float(hits.mean()), "accuracy_interval": [hits.mean() - 0.03, hits.mean() + 0.03],
+              "mcc": mcc, "macro_f1": macro_f1, "correct": hits.tolist()}
     return VariantResult(name, "cpu-quick", 20, 1, 1, 1, 1.0, mlm, None, None, None,
                          {"cls": scores, "mean": scores}, {}, {}, "k", Path("."))
+
+
+NOISE = np.random.default_rng(0).normal(0, 2.0, 1893)  # the targets' own spread: shared by both runs' losses
 
 
 def test_lesson6_masked_lm_verdict_follows_the_loss_and_says_why_accuracy_disagrees():
     """The run the issue saw: albert's loss 7.340 against mlm's 6.775, but mlm's accuracy below the
     frequent-token level and albert's at it. The loss decides; accuracy's contrary ranking is named."""
-    runs = {"mlm": _variant("mlm", 6.775, 0.030), "albert": _variant("albert", 7.340, 0.060)}
+    runs = {"mlm": _variant("mlm", 0, 0.030, losses=6.775 + NOISE),
+            "albert": _variant("albert", 0, 0.060, losses=7.340 + NOISE + np.random.default_rng(1).normal(0, .3, 1893))}
     line = verdict("albert", "mlm", runs, "mlm")
     first = line.splitlines()[0]
     assert first.endswith("mlm is ahead") and "albert is ahead" not in line
+    assert "paired over 1,893 targets in 100 blocks" in first and "albert - mlm +0.5" in first
     assert "accuracy ranks them the other way" in line
     assert "mlm's accuracy 0.030 is at or below always predicting the most frequent token (0.060)" in line
 
 
-def test_lesson6_overlapping_loss_intervals_cannot_tell_and_old_runs_give_the_gap_only():
-    close = {"a": _variant("a", 6.00, 0.12), "b": _variant("b", 6.05, 0.13)}  # +-0.09 at sd 2 over 1,893 targets
-    assert verdict("a", "b", close, "mlm").splitlines()[0].endswith("cannot tell the two apart")
-    old = {"a": _variant("a", 5.95, 0.13, loss_sd=None, unigram=None),
-           "b": _variant("b", 6.23, 0.10, loss_sd=None, unigram=None)}
+def test_lesson6_a_paired_difference_is_seen_where_two_separate_intervals_overlap():
+    """Lesson 5's point: 0.05 nats apart, the two runs' own intervals (+-0.09 at sd 2 over 1,893 targets)
+    overlap, but on the same targets b is worse on nearly every one: the paired test says so."""
+    jitter = np.random.default_rng(2).normal(0, .05, 1893)
+    runs = {"a": _variant("a", 0, 0.12, losses=6.00 + NOISE), "b": _variant("b", 0, 0.13, losses=6.05 + NOISE + jitter)}
+    (a_low, a_high), (b_low, b_high) = ((measure_of(runs[n], "mlm")[1:]) for n in "ab")
+    assert a_high > b_low  # overlapping on their own
+    assert verdict("a", "b", runs, "mlm").splitlines()[0].endswith("a is ahead")
+    noisy = {"a": runs["a"], "b": _variant("b", 0, 0.13, losses=6.00 + np.random.default_rng(3).permutation(NOISE))}
+    assert verdict("a", "b", noisy, "mlm").splitlines()[0].endswith("cannot tell the two apart")
+
+
+def test_lesson6_runs_without_a_per_item_record_are_not_judged():
+    old = {"a": _variant("a", 5.95, 0.13, unigram=None), "b": _variant("b", 6.23, 0.10, unigram=None)}
     line = verdict("a", "b", old, "mlm")
-    assert "a has the lower loss by 0.280 nats (no interval recorded" in line and "note" not in line
+    assert line.endswith("not judged (run them again to compare them)") and "ahead" not in line
 
 
-def test_lesson6_probe_verdicts_use_accuracy_intervals_and_name_a_collapsed_probe():
-    runs = {"a": _variant("a", 6, 0.1, probe=(0.70, 0.67, 0.73)),
-            "b": _variant("b", 6, 0.1, probe=(0.509, 0.476, 0.542), mcc=0.0, macro_f1=0.337)}
+def test_lesson6_probe_verdicts_are_paired_over_sentences_and_name_a_collapsed_probe():
+    truth = np.arange(872) % 2
+    better = (np.arange(872) % 10 < 7).astype(int)  # 0.70
+    collapsed = (truth == 1).astype(int)  # every sentence called positive: right on the positives only
+    runs = {"a": _variant("a", 6, 0.1, correct=better), "b": _variant("b", 6, 0.1, correct=collapsed, mcc=0.0,
+                                                                       macro_f1=0.333)}
     line = verdict("a", "b", runs, "mean")
-    assert line.splitlines()[0].endswith("a is ahead") and "b's probe predicts one class" in line
+    assert line.splitlines()[0].endswith("a is ahead") and "paired over 872 sentences" in line
+    assert "b's probe predicts one class" in line
+    same = {"a": runs["a"], "b": _variant("b", 6, 0.1, correct=np.roll(better, 1))}
+    assert verdict("a", "b", same, "mean").splitlines()[0].endswith("cannot tell the two apart")
     assert verdicts("a", "missing", runs) == "  (not measured)"
 
 

@@ -64,14 +64,14 @@ from bertcourse.run_folders import run_folder, runs_dir
 from bertcourse.training.devices import autocast_dtype, pick_device, precision_name, to_device
 from bertcourse.training.finetune import SST2Rows, encode_sst2, pooled_features, scores
 from bertcourse.training.flops import step_flops
-from bertcourse.training.heldout import evaluate, target_losses, unigram_baseline
+from bertcourse.training.heldout import evaluate, target_blocks, target_losses, unigram_baseline
 from bertcourse.training.loop import LossLog, TrainStep
 from bertcourse.training.objectives import MaskedLM, Objective
 from bertcourse.training.optim import adamw, lr_factor
 from bertcourse.training.packing import PackedData, batch_indices, pack_sentences, tokenize, tokenize_prefix
 
 LESSON_ID = "lesson06-after-bert"
-RESULT_FORMAT = "bertcourse-after-bert-1"
+RESULT_FORMAT = "bertcourse-after-bert-2"  # 2: per-target losses and per-sentence probe hits kept, `start`
 PAIR_SEED = 4321  # the pairs (which B is random / which pair is swapped) are drawn once, the same every run
 VARIANTS = {
     "random": "the course BERT untrained: the floor every probe must beat",
@@ -83,6 +83,7 @@ VARIANTS = {
     "rope": "rotary position embeddings in attention instead of the learned position table (ModernBERT)",
     "electra": "ELECTRA: a 1/4-width generator fills the masks, the discriminator labels every token",
 }
+CONTINUABLE = ("mlm", "mlm+nsp", "mlm+sop")  # the variants of BERT's own shape: they can continue its pretraining
 
 
 class AfterBertError(BertcourseError):
@@ -109,7 +110,13 @@ class VariantResult:
     settings: dict[str, Any]
     key: str
     out_dir: Path
+    start: str = "scratch"  # "scratch", or "pretrained": the run continued the profile's pretrained BERT
     model: nn.Module | None = field(default=None, repr=False)  # None when read back from the run folder
+
+    @property
+    def label(self) -> str:
+        """The variant's name, with where it started when that was not from scratch."""
+        return self.variant if self.start == "scratch" else f"{self.variant} (continued)"
 
     def summary(self) -> dict[str, Any]:
         """The result as plain JSON data (no model, no per-step history)."""
@@ -275,6 +282,28 @@ def course_data(profile: str | None = None) -> CourseData:
     return CourseData(profile_spec.name, course, corpus, tokenizer, config, heldout)
 
 
+def pretrained_bert(profile: str | None = None, device: Any = "cpu") -> tuple[BertForMLM, dict[str, Any]]:
+    """(the profile's pretrained BERT in eval mode, where it came from): the start of lesson 6's continued runs and
+    lesson 7's teacher and generator. The shipped 18,000-step BERT where it reads the profile's token ids with the
+    profile's shape (the cpu profiles), else the profile's own pretraining (lesson 3's; `ensure_pretrained`
+    pretrains it first when it is missing: seconds on cpu-quick, the gpu profile's long run on a GPU)."""
+    from bertcourse.training.checkpoint import load_pretrained, load_shipped
+    from bertcourse.training.compare import ensure_pretrained
+
+    shared = course_data(profile)
+    model, tokenizer, card = load_shipped("bert", "cpu-long")
+    if tokenizer.get_vocab() == shared.tokenizer.get_vocab() and model.config.to_dict() == shared.config.to_dict():
+        source = {"name": "the shipped 18,000-step BERT (bert-cpu-long)", "steps": card["steps"],
+                  "sha256": card["sha256"]["model.safetensors"]}
+        return model.to(device).eval(), source
+    folder = ensure_pretrained("bert", shared.profile, runs_dir(shared.course))
+    model, _ = load_pretrained(folder / "checkpoint.pt", device)
+    metrics_file = json.loads((folder / "metrics.json").read_text())
+    source = {"name": f"the {shared.profile} profile's pretrained BERT (lesson 3)", "folder": folder.name,
+              "steps": metrics_file.get("steps"), "finished": metrics_file.get("finished")}
+    return model.eval(), source
+
+
 # ----------------------------------------------------------------------------- measuring
 
 
@@ -294,8 +323,9 @@ def linear_probe(encoder: nn.Module, rows: SST2Rows, device: torch.device, seed:
             warnings.simplefilter("ignore", FutureWarning)
             probe.fit(train_x, rows.train_labels.numpy())
         predicted = probe.predict(val_x)
-        out[pooling] = {**scores(rows.validation_labels.tolist(), predicted.tolist(), seed=seed),
-                        "train_rows": len(rows.train_ids)}
+        truth = rows.validation_labels.numpy()
+        out[pooling] = {**scores(truth.tolist(), predicted.tolist(), seed=seed), "train_rows": len(rows.train_ids),
+                        "correct": (predicted == truth).astype(int).tolist()}  # per sentence: for paired tests
     return out
 
 
@@ -315,7 +345,10 @@ def mlm_scores(model: nn.Module, shared: CourseData, budget: int, device: torch.
     unigram = unigram_baseline(shared.packed(budget), shared.heldout, len(shared.tokenizer), "bert",
                                shared.tokenizer.all_special_ids)
     return {**evaluate(model, shared.heldout, device), "loss_sd": float(losses.std()) if len(losses) > 1 else None,
-            "unigram": {"loss": unigram["loss"], "accuracy": unigram["accuracy"]}}
+            "unigram": {"loss": unigram["loss"], "accuracy": unigram["accuracy"]},
+            # kept for paired tests of two runs on the same targets (`variant_report.verdict`)
+            "target_losses": [round(x, 5) for x in losses.tolist()],
+            "target_blocks": target_blocks(shared.heldout).tolist()}
 
 
 def _loss_of(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -335,15 +368,23 @@ def training_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> int:
 
 def run_variant(variant: str, *, profile: str | None = None, steps: int | None = None, probe_rows: int | None = None,
                 heldout_pairs: int | None = None, seed: int = 0, device: str | None = None, precision: str = "auto",
-                progress: bool = True, out_root: str | Path | None = None) -> VariantResult:
+                progress: bool = True, out_root: str | Path | None = None, start: str = "scratch") -> VariantResult:
     """Pretrain `variant` for `steps` (None: the profile's `training_steps` for lessons 6 and 7; ELECTRA: the MLM
     budget, matched in FLOPs), measure it, and keep the result; a finished run with the same settings is
-    read back instead (its `model` is then None)."""
+    read back instead (its `model` is then None). `start="pretrained"` (mlm, mlm+nsp, mlm+sop) continues the
+    profile's pretrained BERT (`pretrained_bert`) for `steps` (None: the profile's `continue_steps`) instead of
+    starting from random weights: a pair head learns only on an encoder that already reads the text."""
     if variant not in VARIANTS:
         raise AfterBertError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    if start not in ("scratch", "pretrained"):
+        raise AfterBertError(f"start must be 'scratch' or 'pretrained', got {start!r}")
+    if start == "pretrained" and variant not in CONTINUABLE:
+        raise AfterBertError(f"{variant!r} changes the model's shape, so it cannot continue the pretrained BERT; "
+                             f"only {', '.join(CONTINUABLE)} can")
     shared = course_data(profile)
     sizes = shared.course.profile(shared.profile).sizes(LESSON_ID)
-    steps = sizes["training_steps"] if steps is None else steps
+    if steps is None:
+        steps = sizes["continue_steps"] if start == "pretrained" else sizes["training_steps"]
     probe_rows = probe_rows or sizes["probe_rows"]
     heldout_pairs = heldout_pairs or sizes["heldout_pairs"]
     if steps < 0:
@@ -364,7 +405,12 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
         data = shared.packed(budget)
         objective = MaskedLM(shared.tokenizer, shared.course.masking)
 
-    model = build_variant_model(variant, config, seed).to(torch_device)
+    model = build_variant_model(variant, config, seed)
+    started_from = None
+    if start == "pretrained":
+        pretrained, started_from = pretrained_bert(shared.profile)
+        mlm_model(model).load_state_dict(pretrained.state_dict())  # type: ignore[union-attr]
+    model = model.to(torch_device)
     first = to_device(objective.batch(data, batch_indices(1, len(data), spec.batch_size, seed),
                                       torch.Generator().manual_seed(seed)), torch_device)
     flops = training_flops(model, first)
@@ -380,7 +426,8 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
                 "probe_rows": probe_rows, "heldout_pairs": heldout_pairs if held_pairs is not None else None,
                 "precision": precision_name(amp), "corpus": shared.corpus.fingerprint(),
                 "tokenizer": hashlib.sha256(shared.tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16],
-                "matched_compute": matched, **({"sampler": "inverse-cdf"} if variant == "electra" else {})}
+                "matched_compute": matched, **({"sampler": "inverse-cdf"} if variant == "electra" else {}),
+                **({"start": started_from} if started_from else {})}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     out_dir = run_folder(variant, shared.profile, tag=key,
                          runs=Path(out_root) if out_root else runs_dir(shared.course) / "after-bert")
@@ -400,7 +447,7 @@ def run_variant(variant: str, *, profile: str | None = None, steps: int | None =
         rtd=rtd_evaluate(model, shared.heldout, torch_device) if isinstance(model, Electra) else None,
         generator_mlm=evaluate(model.generator, shared.heldout, torch_device) if isinstance(model, Electra) else None,
         probe=linear_probe(kept_encoder(model), shared.sst2(probe_rows), torch_device, seed),
-        history=history, settings=settings, key=key, out_dir=out_dir, model=model,
+        history=history, settings=settings, key=key, out_dir=out_dir, start=start, model=model,
     )
     write_result(result)
     return result
@@ -480,7 +527,7 @@ def results_table(results: list[VariantResult]) -> str:
             mlm_text += " (generator)"
         aux = (f"{r.aux['task'].upper()} {pct(r.aux, interval='interval')}" if r.aux
                else f"RTD {pct(r.rtd)} (replaced {100 * r.rtd['replaced_fraction']:.1f}%)" if r.rtd else "-")
-        lines.append(f"| {r.variant} | {r.steps:,} | {r.parameters:,} ({r.encoder_parameters:,}) "
+        lines.append(f"| {r.label} | {r.steps:,} | {r.parameters:,} ({r.encoder_parameters:,}) "
                      f"| {r.flops_per_step / 1e9:.2f} | {r.train_seconds / 60:.1f} | {mlm_text} | {aux} "
                      f"| {pct(r.probe['cls'], interval='accuracy_interval')} "
                      f"| {pct(r.probe['mean'], interval='accuracy_interval')} |")
@@ -515,5 +562,5 @@ __all__ = [
     "LESSON_ID", "RESULT_FORMAT", "VARIANTS", "AfterBertError", "VariantResult", "build_variant_model", "kept_encoder",
     "mlm_model", "CourseData", "course_data", "linear_probe", "pair_accuracy", "training_flops", "run_variant",
     "train", "write_result", "read_result", "result_from_summary", "results_table", "measured_results",
-    "corpus_documents", "mlm_scores",
+    "corpus_documents", "mlm_scores", "CONTINUABLE", "pretrained_bert",
 ]

@@ -1,14 +1,17 @@
-"""Lesson 6's read-out of the after-BERT variants: each run's score with its interval, and what two runs'
-intervals allow one to say, computed from the measure the lesson discusses (the masked-LM loss). In the package
-rather than the lesson so that the lesson shows the comparison,
-not sixty lines of formatting (and so that the wording of a verdict is tested)."""
+"""Lessons 6 and 7's read-out of the after-BERT variants: each run's score with its interval, and what a comparison
+of two runs allows one to say, from a paired test on the items both were scored on (lesson 5's method: two
+separate intervals that overlap are not evidence of no difference). In the package rather than the lesson so
+that the lesson shows the comparison, not sixty lines of formatting (and so that the wording of a verdict is
+tested)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bertcourse.stats import wilson_interval
+import numpy as np
+
+from bertcourse.stats import paired_sentence_bootstrap, wilson_interval
 
 MEASURES = {"mlm": "held-out masked-LM loss", "cls": "SST-2 probe on [CLS]", "mean": "SST-2 probe on the token mean"}
 
@@ -30,9 +33,10 @@ def score(run: Any, measure: str) -> tuple[float, float, float] | None:
 
 
 def measure_of(run: Any, measure: str) -> tuple[float, float | None, float | None] | None:
-    """(value, low, high) of `measure` for `run`: the masked-LM LOSS (lower is better) with a normal 95%
+    """(value, low, high) of `measure` for `run` on its own: the masked-LM LOSS (lower is better) with a normal 95%
     interval from the per-target sd (None, None when the run did not record it), or a probe's accuracy with
-    its bootstrap interval; None where the run has no such number (ELECTRA has no MLM head of its own)."""
+    its bootstrap interval; None where the run has no such number (ELECTRA has no MLM head of its own). A
+    comparison of two runs does not read these intervals: see `paired_test`."""
     if measure == "mlm":
         if not run.mlm:
             return None
@@ -44,6 +48,37 @@ def measure_of(run: Any, measure: str) -> tuple[float, float | None, float | Non
     return run.probe[measure]["accuracy"], *run.probe[measure]["accuracy_interval"]
 
 
+def paired_test(a: Any, b: Any, measure: str) -> dict[str, Any] | None:
+    """Run a minus run b on the same items, with lesson 5's method: the masked-LM loss over the same held-out
+    targets, whole blocks of text resampled (a block's targets share a context); a probe's accuracy over the
+    same 872 validation sentences, sentences resampled (`stats.paired_sentence_bootstrap`). None when either
+    run did not keep its per-item record (runs measured before it was kept) or the items differ."""
+    if measure == "mlm":
+        x, y = (r.mlm or {} for r in (a, b))
+        if not (x.get("target_losses") and y.get("target_losses")) or x["target_blocks"] != y["target_blocks"]:
+            return None
+        test = paired_sentence_bootstrap(np.asarray(x["target_losses"]), np.asarray(y["target_losses"]),
+                                         np.asarray(x["target_blocks"]))
+        return {**test, "units": f"{test['targets']:,} targets in {test['sentences']} blocks"}
+    x, y = (r.probe.get(measure, {}).get("correct") for r in (a, b))
+    if not x or not y or len(x) != len(y):
+        return None
+    test = paired_sentence_bootstrap(np.asarray(x), np.asarray(y), np.arange(len(x)))
+    return {**test, "units": f"{len(x)} sentences"}
+
+
+def paired_line(what: str, values_a: Any, values_b: Any, blocks: Any, ahead: tuple[str, str]) -> str:
+    """One line for two models scored on the same targets (hits or losses, higher is better): the paired
+    difference a - b with its 95% interval and p, whole blocks resampled (`paired_sentence_bootstrap`), and the
+    verdict: `ahead[0]` when the interval is above 0, `ahead[1]` when below, else "cannot tell the two apart"."""
+    test = paired_sentence_bootstrap(np.asarray(values_a, dtype=float), np.asarray(values_b, dtype=float),
+                                     np.asarray(blocks))
+    low, high = test["interval"]
+    said = ahead[0] if low > 0 else ahead[1] if high < 0 else "cannot tell the two apart"
+    return (f"{what}, paired over the same {test['targets']:,} targets in {test['sentences']} blocks: "
+            f"{test['difference']:+.4f} [{low:+.4f}, {high:+.4f}], p = {test['p']:.3f}; this run: {said}")
+
+
 def _collapsed_probe(run: Any, measure: str) -> bool:
     """A probe that gives every sentence one label: MCC 0 and macro-F1 at the one-class level (<= 0.35)."""
     probe = run.probe.get(measure) or {}
@@ -51,30 +86,28 @@ def _collapsed_probe(run: Any, measure: str) -> bool:
 
 
 def verdict(a: str, b: str, runs: Mapping[str, Any], measure: str) -> str | None:
-    """One line: both runs' `measure` with intervals and what they allow one to say, computed from the measure
-    the lesson discusses (the masked-LM loss, not its accuracy: a model can sit below the frequent-token
-    accuracy while its loss is far better, and one that learned only the frequent token would "win" on
-    accuracy). Intervals that do not overlap are a difference; overlapping ones are no evidence either way.
-    Notes name an accuracy that contradicts the loss (below the frequent-token level) and a collapsed probe."""
+    """One line: both runs' `measure`, their paired difference a - b with its 95% interval and p (`paired_test`),
+    and what it allows one to say: a difference whose interval excludes 0 names the run ahead, else "cannot
+    tell the two apart". The masked-LM measure is the loss, not its accuracy (a model can sit below the
+    frequent-token accuracy while its loss is far better, and one that learned only the frequent token would
+    "win" on accuracy). Notes name an accuracy that contradicts the loss, one at or below the frequent-token
+    level, and a collapsed probe."""
     x, y = measure_of(runs[a], measure), measure_of(runs[b], measure)
     if x is None or y is None:
         return None
     lower_is_better = measure == "mlm"
-    better = (lambda u, v: u < v) if lower_is_better else (lambda u, v: u > v)
-    if None in (x[1], y[1]):  # a run recorded before the loss's spread was: the gap, without a test
-        leader = a if better(x[0], y[0]) else b
-        said = f"{leader} has the lower loss by {abs(x[0] - y[0]):.3f} nats (no interval recorded for this run)"
-    elif (x[2] < y[1]) if lower_is_better else (x[1] > y[2]):
-        said = f"{a} is ahead"
-    elif (y[2] < x[1]) if lower_is_better else (y[1] > x[2]):
-        said = f"{b} is ahead"
+    test = paired_test(runs[a], runs[b], measure)
+    if test is None:
+        said = "no per-item record kept for both runs: not judged (run them again to compare them)"
+        paired = ""
     else:
-        said = "cannot tell the two apart"
-
-    def shown(v: tuple) -> str:
-        return f"{v[0]:.3f}" + (f" [{v[1]:.3f}, {v[2]:.3f}]" if v[1] is not None else "")
-
-    line = f"  {MEASURES[measure]}: {a} {shown(x)}, {b} {shown(y)}: {said}"
+        low, high = test["interval"]
+        a_better = high < 0 if lower_is_better else low > 0
+        b_better = low > 0 if lower_is_better else high < 0
+        said = f"{a} is ahead" if a_better else f"{b} is ahead" if b_better else "cannot tell the two apart"
+        paired = (f"; {a} - {b} {test['difference']:+.4f} [{low:+.4f}, {high:+.4f}], p = {test['p']:.3f}, "
+                  f"paired over {test['units']}")
+    line = f"  {MEASURES[measure]}: {a} {x[0]:.3f}, {b} {y[0]:.3f}{paired}: {said}"
     notes = []
     if measure == "mlm":
         ra, rb = runs[a].mlm, runs[b].mlm
@@ -111,13 +144,17 @@ def compare_report(baseline: str, names: Sequence[str], places: Mapping[str, Map
 
 
 def pair_task_lines(places: Mapping[str, Mapping[str, Any]], names: Sequence[str] = ("mlm+nsp", "mlm+sop")) -> str:
-    """How well each pair-task run learned its own task (NSP or SOP) on held-out pairs, with its interval."""
+    """How well each pair-task run learned its own task (NSP or SOP) on held-out pairs, with its interval, and in
+    one line whether it learned it at all: an interval that holds 50% is a run at chance."""
     lines = []
     for where, runs in places.items():
         for name in names:
             if name in runs and runs[name].aux:
                 aux = runs[name].aux
                 low, high = aux["interval"]
+                learned = ("above chance: it learned its task" if low > 0.5 else
+                           "AT CHANCE: this run did not learn its task (its interval holds 50%)" if high >= 0.5 else
+                           "below chance")
                 lines.append(f"{where}: {name} on its own task ({aux['task'].upper()}), {aux['pairs']} held-out "
-                             f"pairs: accuracy {aux['accuracy']:.3f} [{low:.3f}, {high:.3f}]")
+                             f"pairs: accuracy {aux['accuracy']:.3f} [{low:.3f}, {high:.3f}]: {learned}")
     return "\n".join(lines)

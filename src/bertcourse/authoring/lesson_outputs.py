@@ -5,11 +5,13 @@ are only worth committing if a reader can trust they came from the code next to 
 writes, with the outputs:
 
 - in the notebook's metadata (`bertcourse.provenance`): the profile, the data used, the package's git
-  commit, the date and the wall time of the run;
+  commit, the date, the wall time of the run, and a digest of each package module the lesson's code reaches
+  (`authoring.package_code`);
 - in every code cell's metadata (`bertcourse.source_sha256`): a hash of the source that produced its outputs.
 
-`stale_cells` compares the two; tests/notebooks/test_notebooks.py fails on any lesson whose code changed after
-its outputs were made (regenerate with `bertcourse execute-lessons`, docs/developing.md "Lesson outputs").
+`stale_cells` compares the two and `package_code.changed_modules` the digests; tests/notebooks/test_notebooks.py
+fails on any lesson whose code, or the package code it imports, changed after its outputs were made
+(regenerate with `bertcourse execute-lessons`, docs/developing.md "Lesson outputs").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bertcourse.authoring.package_code import code_digests, notebook_code, reached_modules
 from bertcourse.errors import BertcourseError
 from bertcourse.folders import package_commit
 
@@ -178,6 +181,7 @@ def execute_notebook_outputs(notebook: Any, folder: Path, *, profile: str, data_
         "commit": commit,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_time_s": round(wall),
+        "package_code": code_digests(reached_modules(notebook_code(notebook))),
     }}
     return wall
 

@@ -368,14 +368,16 @@ def lesson_plan(lesson_id: str, profile: str, course: Any = None, *, pretraining
                                      LESSON04_HEADS * sizes["head_steps"], bert, "full", tune.batch_size,
                                      tune.max_seq_len))
         return items
-    if lesson_id == "lesson06-after-bert":  # every model trained from scratch: no pretrained BERT, only its data
-        variants = 4  # mlm, mlm+nsp, mlm+sop, electra (matched compute); random: none
-        return [*(data if first_run and not pretraining_reused else []),
-                _pretraining(f"{variants} variants, {sizes['training_steps']:,} steps each",
-                             variants * sizes["training_steps"], bert, batch)]
+    if lesson_id == "lesson06-after-bert":  # two runs from scratch; three continue the pretrained BERT (lesson 3's)
+        scratch, more = sizes["training_steps"], sizes.get("continue_steps", 0)
+        return [*([] if pretraining_reused else [*(data if first_run else []), pretraining]),
+                _pretraining(f"2 variants from scratch (mlm, electra matched in FLOPs), {scratch:,} steps each",
+                             2 * scratch, bert, batch),
+                _pretraining(f"3 variants continuing the pretrained BERT (mlm, mlm+nsp, mlm+sop), {more:,} steps each",
+                             3 * more, bert, batch)]
     if lesson_id == "lesson07-after-bert-models":  # lesson 6's runs and sizes, its MLM BERT the baseline
         sizes = profile_spec.lesson_sizes.get("lesson06-after-bert", {})
-        variants = 4  # albert-shared, albert, rope, and mlm (lesson 6's run: counted, though reused when found)
+        variants = 4  # albert-shared, albert, rope, and mlm from scratch (lesson 6's: counted, reused when found)
         bert_step = _pretraining("", 1, bert, batch)
         # each step: the teacher's forward (~1/3 of a training step) and a 1-layer student's training step
         per_step = 1 / 3 + 1 / bert.n_layers

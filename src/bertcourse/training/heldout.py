@@ -40,6 +40,18 @@ def shown_as_mask(batch: Batch, mask_id: int) -> torch.Tensor:
     return batch["input_ids"][labels != IGNORE_INDEX] == mask_id
 
 
+def target_blocks(batches: Sequence[Batch]) -> torch.Tensor:
+    """The block (row of the batches, counted across them) of every target, in `targets_of`'s order: a block's
+    targets share one context, so a paired test of two models resamples blocks, not targets
+    (`stats.paired_sentence_bootstrap`)."""
+    blocks, offset = [], 0
+    for batch in batches:
+        labels = batch["labels"]
+        blocks.append((labels != IGNORE_INDEX).nonzero()[:, 0] + offset)
+        offset += labels.shape[0]
+    return torch.cat(blocks) if blocks else torch.zeros(0, dtype=torch.long)
+
+
 def _predictions(model: torch.nn.Module, batches: Sequence[Batch],
                  device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor, Batch]]:
     """(logits [n, V], targets [n], the batch on `device`) of each batch, in eval mode without gradients."""
@@ -163,4 +175,4 @@ def _token_counts(train: PackedData, vocab_size: int) -> np.ndarray:
 
 
 __all__ = ["targets_of", "shown_as_mask", "evaluate", "heldout_figures", "target_hits", "target_losses",
-           "unigram_baseline"]
+           "target_blocks", "unigram_baseline"]
