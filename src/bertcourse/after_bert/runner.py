@@ -298,9 +298,9 @@ def pretrained_bert(profile: str | None = None, device: Any = "cpu") -> tuple[Be
         return model.to(device).eval(), source
     folder = ensure_pretrained("bert", shared.profile, runs_dir(shared.course))
     model, _ = load_pretrained(folder / "checkpoint.pt", device)
-    metrics_file = json.loads((folder / "metrics.json").read_text())
+    steps = torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True)["step"]
     source = {"name": f"the {shared.profile} profile's pretrained BERT (lesson 3)", "folder": folder.name,
-              "steps": metrics_file.get("steps"), "finished": metrics_file.get("finished")}
+              "steps": int(steps)}
     return model.eval(), source
 
 
