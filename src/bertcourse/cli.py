@@ -188,6 +188,9 @@ def _add_pretrain(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--whole-word", action="store_true",
                         help="BERT only: mask whole words (all pieces of a word together), not single tokens")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--init-from", metavar="FOLDER",
+                        help="start from a shipped model's weights (e.g. the package's checkpoints/bert-cpu-long) "
+                             "instead of random ones: continued pretraining, on a profile of its shape")
     parser.add_argument("--max-steps", type=int, help="override the profile's number of steps")
     parser.add_argument("--dropout", type=float, help="override the profile's dropout probability, 0 <= P < 1")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")

@@ -6,6 +6,7 @@ more than a unigram model at the `[MASK]` positions."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,37 @@ def test_finetune_takes_a_shipped_folder_as_its_pretrained_model(tmp_path, small
     described = json.loads((tmp_path / "ft" / "metrics.json").read_text())["settings"]["pretrained"]
     assert described["digest"] == json.loads((folder / "card.json").read_text())["sha256"]["model.safetensors"][:16]
     assert result.predictions.shape == (872, 2) and 0 <= result.metrics["accuracy"] <= 1
+
+
+def test_pretraining_can_continue_a_shipped_model_and_refuses_one_of_another_shape(tmp_path, small_run, corpus,
+                                                                                   quick_tokenizer):
+    """`--init-from FOLDER`: the run starts from the shipped weights (with no steps it is them), records their
+    digest, resumes only with the same start, and a model of another shape is refused naming the folder."""
+    from bertcourse.errors import BertcourseError
+    from bertcourse.training.checkpoint import CheckpointError
+
+    folder = tmp_path / "shipped"
+    card = _ship(small_run, folder, corpus, quick_tokenizer)
+    small = Corpus(corpus.train[:2000], corpus.heldout[:100], corpus.source)
+    options = PretrainOptions(profile="cpu-quick", out_dir=tmp_path / "continued", max_steps=1, eval_every=1,
+                              checkpoint_every=1, progress=False, init_from=folder)
+    pretrain(options, corpus=small, tokenizer=quick_tokenizer)
+    pretrain(replace(options, out_dir=tmp_path / "fresh", init_from=None), corpus=small, tokenizer=quick_tokenizer)
+    start, _, _ = shipped.load_shipped(folder=folder)
+
+    def distance(run: str) -> float:
+        weights = torch.load(tmp_path / run / "checkpoint.pt", weights_only=True)["model"]
+        return sum((weights[name] - tensor).abs().sum().item() for name, tensor in start.state_dict().items())
+
+    saved = torch.load(tmp_path / "continued" / "checkpoint.pt", weights_only=True)
+    assert saved["settings"]["init_from"] == card["sha256"]["model.safetensors"]
+    assert 0 < distance("continued") < distance("fresh") / 2  # one step from the shipped weights, not from random
+    with pytest.raises(CheckpointError, match="init_from"):  # a resume must keep its start
+        pretrain(replace(options, init_from=None, resume=True), corpus=small,
+                 tokenizer=quick_tokenizer)
+    with pytest.raises(BertcourseError, match=f"--init-from {folder}: its model"):
+        pretrain(replace(options, out_dir=tmp_path / "other", model_overrides={"d_ff": 128}), corpus=small,
+                 tokenizer=quick_tokenizer)
 
 
 def test_mask_only_accuracy_counts_the_mask_positions_alone(quick_tokenizer):

@@ -287,15 +287,15 @@ def pretrained_bert(profile: str | None = None, device: Any = "cpu") -> tuple[Be
     lesson 7's teacher and generator. The shipped 18,000-step BERT where it reads the profile's token ids with the
     profile's shape (the cpu profiles), else the profile's own pretraining (lesson 3's; `ensure_pretrained`
     pretrains it first when it is missing: seconds on cpu-quick, the gpu profile's long run on a GPU)."""
-    from bertcourse.training.checkpoint import load_pretrained, load_shipped
+    from bertcourse.training.checkpoint import load_pretrained, load_shipped, matching_shipped
     from bertcourse.training.compare import ensure_pretrained
 
     shared = course_data(profile)
-    model, tokenizer, card = load_shipped("bert", "cpu-long")
-    if tokenizer.get_vocab() == shared.tokenizer.get_vocab() and model.config.to_dict() == shared.config.to_dict():
+    if (shipped := matching_shipped("bert", shared.tokenizer, shared.config)) is not None:
+        model, _, card = load_shipped(folder=shipped, device=device)
         source = {"name": "the shipped 18,000-step BERT (bert-cpu-long)", "steps": card["steps"],
                   "sha256": card["sha256"]["model.safetensors"]}
-        return model.to(device).eval(), source
+        return model, source
     folder = ensure_pretrained("bert", shared.profile, runs_dir(shared.course))
     model, _ = load_pretrained(folder / "checkpoint.pt", device)
     steps = torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True)["step"]

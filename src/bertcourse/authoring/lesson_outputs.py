@@ -147,6 +147,7 @@ def execute_notebook_outputs(notebook: Any, folder: Path, *, profile: str, data_
     from nbclient import NotebookClient
 
     clear_outputs(notebook)
+    package_code = code_digests(reached_modules(notebook_code(notebook)))  # the code that runs, read before it runs
     env = {"BERTCOURSE_PROFILE": profile, "BERTCOURSE_PROGRESS": "lines",
            **({"BERTCOURSE_DATA": data_dir} if data_dir else {})}
     saved = {key: os.environ.get(key) for key in env}
@@ -181,7 +182,7 @@ def execute_notebook_outputs(notebook: Any, folder: Path, *, profile: str, data_
         "commit": commit,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_time_s": round(wall),
-        "package_code": code_digests(reached_modules(notebook_code(notebook))),
+        "package_code": package_code,
     }}
     return wall
 

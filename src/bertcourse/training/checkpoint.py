@@ -26,7 +26,7 @@ CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = "bertcourse-pretrain-1"
 # Settings added after checkpoints were first written, with the value every older checkpoint ran with:
 # an older checkpoint still resumes, and one written with another value is refused.
-SETTING_DEFAULTS: dict[str, Any] = {"whole_word": False, "world_size": 1}
+SETTING_DEFAULTS: dict[str, Any] = {"whole_word": False, "world_size": 1, "init_from": None}
 
 
 class CheckpointError(BertcourseError):
@@ -176,6 +176,17 @@ def read_shipped(folder: str | Path) -> dict[str, Any]:
             "history": metrics.get("history", {}), "card": card}
 
 
+def matching_shipped(arch: str, tokenizer: Any, config: ModelConfig, profile: str = "cpu-long") -> Path | None:
+    """The shipped model's folder when it reads `tokenizer`'s ids with `config`'s shape (the cpu profiles), so
+    that a run can continue it (`PretrainOptions.init_from`) or use it in place of its own pretraining; else None
+    (another vocabulary or shape: the profile needs its own)."""
+    folder = shipped_folder(arch, profile)
+    card = read_card(folder)
+    same_shape = card["settings"]["model_config"] == config.to_dict()
+    return folder if same_shape and (folder / TOKENIZER_NAME).read_text(encoding="utf-8") == \
+        tokenizer.backend_tokenizer.to_str() else None
+
+
 def load_shipped(arch: str = "bert", profile: str = "cpu-long", device: Any = "cpu",
                  folder: str | Path | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """(model in eval mode, tokenizer, card) of a shipped model, loaded strictly into today's model code."""
@@ -196,5 +207,6 @@ __all__ = [
     "read_saved_state",
     "tokenizer_from_json",
     "CARD_NAME", "SHIPPED_ROOT", "ShippedCheckpointError", "is_shipped", "load_shipped", "read_card", "read_shipped",
+    "matching_shipped",
     "shipped_folder",
 ]

@@ -46,6 +46,7 @@ from bertcourse.training.checkpoint import (
     CheckpointError,
     check_compatible,
     load_checkpoint,
+    read_shipped,
     save_checkpoint,
     tokenizer_from_json,
 )
@@ -82,6 +83,7 @@ class PretrainOptions:
     model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. {"dropout": 0.1}
     whole_word: bool = False  # BERT only: mask whole words (bertcourse.masking.whole_word_mask)
     precision: str = "auto"  # auto, bf16, fp16 or fp32: what the steps autocast to (`autocast_dtype`)
+    init_from: str | Path | None = None  # a shipped model's folder: continue its weights instead of random ones
 
 
 @dataclass
@@ -123,9 +125,11 @@ def _legacy_precision(device: torch.device) -> str:
     return precision_name(autocast_dtype(device, "auto")) if device.type == "cuda" else "fp32"
 
 
-def _resume_settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_steps: int, world_size: int) -> dict:
+def _resume_settings(options: PretrainOptions, config: ModelConfig, spec: Any, max_steps: int, world_size: int,
+                     start: dict | None = None) -> dict:
     """What must be identical between a run and the run that resumes it."""
     return {
+        "init_from": start["card"]["sha256"]["model.safetensors"] if start else None,
         "arch": options.arch,
         "whole_word": options.whole_word,
         "profile": options.profile,
@@ -140,6 +144,15 @@ def _resume_settings(options: PretrainOptions, config: ModelConfig, spec: Any, m
         "precision": options.precision,
         "world_size": world_size,  # each process masks with its own generator: resumed on as many
     }
+
+
+def _check_start(start: dict, config: ModelConfig, tokenizer: Any, folder: Path) -> None:
+    """Refuse, naming the folder, a shipped model whose shape or token ids differ from this run's."""
+    if start["settings"]["model_config"] != config.to_dict():
+        raise BertcourseError(f"--init-from {folder}: its model ({start['settings']['model_config']}) is not this "
+                              f"run's ({config.to_dict()}); choose a profile of its shape")
+    if start["tokenizer"] != tokenizer.backend_tokenizer.to_str():
+        raise BertcourseError(f"--init-from {folder}: its tokenizer is not this run's (it reads other token ids)")
 
 
 def repeats_notice(corpus: Any, n_blocks: int, steps: int, batch_size: int) -> str:
@@ -192,7 +205,10 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
         if tokenizer is None:
             tokenizer = profile_tokenizer(profile_spec, course, corpus)
     config = profile_spec.model.for_arch(options.arch, **{"vocab_size": len(tokenizer), **options.model_overrides})
-    settings = _resume_settings(options, config, spec, max_steps, processes.world_size)
+    start = read_shipped(options.init_from) if options.init_from else None  # hashes checked
+    if start is not None:
+        _check_start(start, config, tokenizer, Path(options.init_from))
+    settings = _resume_settings(options, config, spec, max_steps, processes.world_size, start)
     if saved is not None:
         processes.check_resume(checkpoint_path, saved)
         check_compatible(checkpoint_path, {"precision": options.precision, **saved["settings"]}, settings)
@@ -212,6 +228,8 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     # ---- model, optimizer, schedule, random generators
     torch.manual_seed(options.seed)
     model = build_model(config).to(device)
+    if start is not None and saved is None:
+        model.load_state_dict(start["model"])
     optimizer = adamw(model, spec.learning_rate, spec.weight_decay, betas=(0.9, 0.98), eps=1e-6)
     warmup = spec.warmup(max_steps)
     # autocast, loss scaling (fp16 only), clipping after unscaling, the schedule (bertcourse.training.loop)
@@ -381,6 +399,7 @@ def pretrain_command(args: Any) -> int:
         model_overrides={} if args.dropout is None else {"dropout": args.dropout},
         whole_word=args.whole_word,
         precision=args.precision,
+        init_from=args.init_from,
     )
     if options.max_steps is not None and options.max_steps < 1:
         raise BertcourseError(f"--max-steps must be at least 1, got {options.max_steps}")
