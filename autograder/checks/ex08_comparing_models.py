@@ -17,6 +17,11 @@ Every check runs on planted data whose answer is known exactly or statistically:
   planted seed effect (A's two seeds at 90% and 50%: resampling the seeds makes |d* - d| >= |d| about half the
   time, p ~ 0.5; resampling sentences alone gives p < 0.01).
 
+Part 7's two conclusions are graded against the numbers the student recorded from running their own functions on
+the course's real models (those cells do nothing while grading): the checks recompute what the recorded interval,
+or difference and p, allow, and name the mistake a wrong letter shows (the sign of a loss difference, a lead read
+into the noise, a lead undersold, one run generalised).
+
 tests/checks/test_checks_ex08.py proves each check against its misconception, three correct implementations
 (vectorised torch, Python loops with `random.Random`, numpy) and the stubs. A side condition (a seed, a
 no-target row, p's form) is credited only for a function that does the work.
@@ -266,7 +271,7 @@ def test_accuracy_is_the_seed_average(student):
         f"accuracy_interval returned the accuracy {acc:.6g} for 3 seeds of 250 sentences")
 
 
-@pytest.mark.check(cell="accuracy_interval_checks", points=2.0,
+@pytest.mark.check(cell="accuracy_interval_checks", points=1.0,
                    feedback="resample SENTENCES (columns) with replacement, the same ones for every seed, not single "
                             "(seed, sentence) cells; the interval: the alpha/2 and 1 - alpha/2 quantiles of the "
                             "resampled accuracies themselves (not +- z standard deviations)")
@@ -448,7 +453,7 @@ def test_planted_difference_is_significant(student):
     assert difference < 0 and p < 0.01, "a planted difference in B's favour was not found"
 
 
-@pytest.mark.check(cell="paired_seed_test_checks", points=1.0,
+@pytest.mark.check(cell="paired_seed_test_checks", points=1.5,
                    feedback="resample each model's SEEDS too (K with replacement, each model on its own): a gap "
                             "that one lucky seed makes is noise; credited once a planted difference is found")
 def test_seeds_are_resampled(student):
@@ -460,7 +465,7 @@ def test_seeds_are_resampled(student):
     assert p > 0.25, "a gap made by one seed of A (90% and 50% right, against B's 65% and 65%) came out significant"
 
 
-@pytest.mark.check(cell="paired_seed_test_checks", points=1.0,
+@pytest.mark.check(cell="paired_seed_test_checks", points=1.5,
                    feedback="resample the SENTENCES in every resample too (the same ones for both models), not only "
                             "the seeds: with one seed per model, resampling seeds alone never moves the difference, "
                             "so any gap would come out significant; credited once a planted difference is found")
@@ -520,14 +525,14 @@ def assert_names_who_is_ahead(student) -> None:
     assert student_verdict(student, -0.02, 0.004) == AHEAD_B, "B ahead with p = 0.004 was not called so"
 
 
-@pytest.mark.check(cell="verdict_checks", points=1.0,
+@pytest.mark.check(cell="verdict_checks", points=0.5,
                    feedback="with p below alpha the sign of the difference (A - B) names the model ahead, in the "
                             "exact words of the table")
 def test_verdict_names_the_model_ahead(student):
     assert_names_who_is_ahead(student)
 
 
-@pytest.mark.check(cell="verdict_checks", points=1.0,
+@pytest.mark.check(cell="verdict_checks", points=0.25,
                    feedback="a difference whose p is not below alpha (p >= alpha, p = alpha included) is within "
                             "the noise, whatever its sign or size; credited once the models ahead are named")
 def test_verdict_within_the_noise(student):
@@ -541,7 +546,7 @@ def test_verdict_within_the_noise(student):
                             "is within the noise", f"p = alpha = {alpha} was called a lead")
 
 
-@pytest.mark.check(cell="verdict_checks", points=1.0,
+@pytest.mark.check(cell="verdict_checks", points=0.25,
                    feedback="use the alpha argument, not a fixed 0.05; credited once the models ahead are named")
 def test_verdict_alpha_is_an_argument(student):
     assert_names_who_is_ahead(student)
@@ -791,16 +796,91 @@ def test_loss_is_the_batch_mean(student):
                              "the trained model is not the one the mean cross-entropy gives (lr and epochs as given)")
 
 
-# ----------------------------------------------------------------------------- part 7: questions
+# ----------------------------------------------------------------------------- part 7: your own comparison
+# The notebook's part 7 runs the student's functions on the course's real models, but not while grading (minutes of
+# training have no place in a batch): the student records the numbers the run printed, and these checks grade the
+# conclusion against those numbers, recomputing what they allow. Each option's meaning, by its letter:
+
+WWM_OPTIONS = {"a": "token-level", "b": "cannot tell", "c": "whole-word", "d": "overclaim"}
+SEEDS_OPTIONS = {"a": "overclaim", "b": "bert", "c": "no difference", "d": "gpt"}
+OWN_ALPHA = 0.05  # the notebook's verdict runs at its default alpha
+
+
+def recorded(student, name: str, count: int) -> list[float]:
+    """The numbers the student recorded from their run, as floats."""
+    value = student.value(name)
+    assert value is not None, f"`{name}` was not recorded"
+    values = numbers(value, count, f"`{name}`")
+    assert all(math.isfinite(v) for v in values), f"`{name}` holds a number that is not finite"
+    return values
+
+
+def wwm_allows(low: float, high: float) -> str:
+    """What a 95% interval of the whole-word BERT's loss minus the token-level BERT's allows (lower loss is better)."""
+    return "whole-word" if high < 0 else "token-level" if low > 0 else "cannot tell"
+
+
+def seeds_allow(difference: float, p: float) -> str:
+    """What BERT's seed-averaged accuracy minus GPT's, with its p, allows."""
+    return "no difference" if p >= OWN_ALPHA else "bert" if difference > 0 else "gpt"
+
+
+OVERCLAIM = ("one run of two models on one data set measures those two models there: it says nothing about every "
+             "model size or every label budget, whatever the numbers")
+
+
+def diagnose_conclusion(chosen: str | None, right: str, ahead: tuple[str, str], what: str) -> None:
+    """The hint for a conclusion that does not follow from the recorded numbers, by the mistake it shows."""
+    if chosen == right:
+        return
+    if chosen == "overclaim":
+        raise Diagnosis(OVERCLAIM, f"your {what} conclusion claims more than one run can show")
+    if set(ahead) == {chosen, right}:
+        raise Diagnosis(f"the sign: your recorded difference is {ahead[0]} minus {ahead[1]}; read which model it "
+                        "puts ahead, and for a loss, which way is better", f"your {what} conclusion names the "
+                        "other model")
+    if right in ahead:
+        raise Diagnosis("your recorded numbers put one model ahead beyond the noise (the interval excludes 0, or p is "
+                        "below alpha): a conclusion of no difference undersells them",
+                        f"your {what} conclusion says no model is ahead")
+    raise Diagnosis("your recorded numbers cannot tell the two models apart (the interval contains 0, or p is not "
+                    "below alpha): a model ahead is more than they show", f"your {what} conclusion names a model ahead")
+
+
+@pytest.mark.check(cell="own_comparison_checks", points=1.0,
+                   feedback="your conclusion on lesson 2's BERTs must follow from YOUR recorded interval of the "
+                            "whole-word model's loss minus the token-level model's: the sign names the lower loss, "
+                            "an interval that contains 0 cannot tell them apart")
+def test_conclusion_on_lesson2_follows_your_interval(student):
+    difference, low, high = recorded(student, "wwm_measured", 3)
+    assert low <= difference <= high and low < high, (
+        "`wwm_measured` is not (difference, low, high) with the difference inside its interval")
+    chosen = WWM_OPTIONS.get(concept_answer(student, "answer_wwm"))
+    diagnose_conclusion(chosen, wwm_allows(low, high), ("whole-word", "token-level"), "lesson 2")
+
+
+@pytest.mark.check(cell="own_comparison_checks", points=1.0,
+                   feedback="your conclusion on the shipped BERT and GPT must follow from YOUR recorded difference "
+                            "(BERT minus GPT) and p: a model is ahead beyond the noise only when p is below alpha, "
+                            "and then the sign names it")
+def test_conclusion_on_the_shipped_models_follows_your_test(student):
+    difference, p = recorded(student, "seeds_measured", 2)
+    assert 0 < p <= 1, "`seeds_measured` is not (difference, p) with p in (0, 1]"
+    chosen = SEEDS_OPTIONS.get(concept_answer(student, "answer_seeds"))
+    diagnose_conclusion(chosen, seeds_allow(difference, p), ("bert", "gpt"), "fine-tuning")
+
+
+# ----------------------------------------------------------------------------- part 8: questions
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q1: ask what an interval that covers 0 rules out, and what it does not")
-def test_q1_what_an_interval_around_zero_says(student):
-    assert concept_answer(student, "answer_q1") == "c"
+                   feedback="Q1: ask what was drawn at random when the test set was made, and what the items of "
+                            "one draw share")
+def test_q1_resampling_unit_of_a_grouped_test_set(student):
+    assert concept_answer(student, "answer_q1") == "d"
 
 
 @pytest.mark.check(cell="concepts_checks", points=1.0,
-                   feedback="Q2: ask what the targets of one sentence share")
-def test_q2_why_sentences_are_resampled(student):
-    assert concept_answer(student, "answer_q2") == "a"
+                   feedback="Q2: ask which source of noise a test with one seed per model never sees")
+def test_q2_what_a_one_seed_test_shows(student):
+    assert concept_answer(student, "answer_q2") == "b"

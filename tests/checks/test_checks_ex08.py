@@ -5,6 +5,8 @@ and the points add up to course.yml's."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from check_proofs import (
     assert_bundle_caught,
@@ -127,7 +129,9 @@ def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=
     return table
 
 
-answer_q1, answer_q2 = " C", "(a)"
+answer_q1, answer_q2 = " D", "(b)"
+wwm_measured, answer_wwm = [0.021, 0.004, 0.038], "(A)"  # numbers of another run: token-level's loss lower
+seeds_measured, answer_seeds = (-0.031, 0.001), " d"  # GPT ahead
 '''
 
 NUMPY = PRELUDE + '''
@@ -200,7 +204,9 @@ def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=
     return torch.from_numpy(out)
 
 
-answer_q1, answer_q2 = "c", "A"
+answer_q1, answer_q2 = "d", "B"
+wwm_measured, answer_wwm = (-0.012, -0.031, 0.006), "b"  # numbers of another run: no difference shown
+seeds_measured, answer_seeds = (0.012, 0.05), "C"  # p = alpha: within the noise
 '''
 
 def another_recipe() -> str:
@@ -275,6 +281,22 @@ PER_SENTENCE = "    per_sentence = torch.as_tensor(correct, dtype=torch.float64)
 ACC_QUANTILES = ("    resampled = per_sentence[picks].mean(1)\n"
                  "    q = torch.tensor([alpha / 2, 1 - alpha / 2], dtype=torch.float64)\n")
 ACC_PICKS = "    picks = torch.randint(len(per_sentence), (n_resamples, len(per_sentence)), generator=generator)\n"
+
+OWN_WWM, OWN_SEEDS = ("test_conclusion_on_lesson2_follows_your_interval",
+                      "test_conclusion_on_the_shipped_models_follows_your_test")
+
+
+def recording(*, wwm: str | None = None, answer_wwm: str | None = None, seeds: str | None = None,
+              answer_seeds: str | None = None) -> str:
+    """The solution with part 7's recorded numbers and letters replaced (those given)."""
+    source = solution()
+    for name, value in (("wwm_measured", wwm), ("answer_wwm", answer_wwm and f'"{answer_wwm}"'),
+                        ("seeds_measured", seeds), ("answer_seeds", answer_seeds and f'"{answer_seeds}"')):
+        if value is not None:
+            source, count = re.subn(rf"^    {name} = .*$", f"    {name} = {value}", source, flags=re.M)
+            assert count == 1, name
+    return source
+
 
 WRONG = {
     # part 1
@@ -455,11 +477,24 @@ WRONG = {
         mutate(("model.parameters(), lr=lr)", "model.parameters(), lr=0.1)")), {F_LR}, PART6 - {F_LR}),
     "one epoch whatever epochs says": (
         mutate(("        for _ in range(epochs):\n", "        for _ in range(1):\n")), {F_LR}, PART6 - {F_LR}),
-    # part 7
-    "Q1: no difference shown means none exists": (
-        mutate(('    answer_q1 = "c"', '    answer_q1 = "a"')), {"test_q1_what_an_interval_around_zero_says"}),
-    "Q2: targets are faster to resample": (
-        mutate(('    answer_q2 = "a"', '    answer_q2 = "d"')), {"test_q2_why_sentences_are_resampled"}),
+    # part 7: conclusions that do not follow from the recorded numbers (planted records, whatever the real run gave)
+    "a lower loss read as the worse model": (
+        recording(wwm="(-0.05, -0.08, -0.02)", answer_wwm="a"), {OWN_WWM}),
+    "an interval around 0 read as a lead": (
+        recording(wwm="(0.01, -0.01, 0.03)", answer_wwm="a"), {OWN_WWM}),
+    "a lead beyond the noise undersold": (
+        recording(seeds="(0.04, 0.002)", answer_seeds="c"), {OWN_SEEDS}),
+    "one run generalised to every budget": (
+        recording(seeds="(0.04, 0.002)", answer_seeds="a"), {OWN_SEEDS}),
+    "p equal to alpha read as a lead": (
+        recording(seeds="(-0.03, 0.05)", answer_seeds="d"), {OWN_SEEDS}),
+    "the interval recorded in the wrong order": (
+        recording(wwm="(-0.08, -0.05, -0.02)", answer_wwm="c"), {OWN_WWM}),
+    # part 8
+    "Q1: every question its own draw": (
+        mutate(('    answer_q1 = "d"', '    answer_q1 = "a"')), {"test_q1_resampling_unit_of_a_grouped_test_set"}),
+    "Q2: one seed's test speaks for the recipe": (
+        mutate(('    answer_q2 = "b"', '    answer_q2 = "a"')), {"test_q2_what_a_one_seed_test_shows"}),
 }
 
 WELL_FORMED_NOTHING = PRELUDE + '''
@@ -482,6 +517,7 @@ def finetune_over_seeds(make_model, train_batches, eval_batch, seeds, *, epochs=
     return torch.zeros(len(seeds), len(eval_batch[1]), dtype=torch.bool)
 
 answer_q1 = answer_q2 = None
+wwm_measured = seeds_measured = answer_wwm = answer_seeds = None
 '''
 
 STUBS = {"return the first argument": lambda: stubbed(solution(), "return"),
@@ -541,6 +577,7 @@ PART2 = frozenset({PI_DIFF, PI_PAIR, PI_Q, PI_SEED, PI_N})
 PART3 = frozenset({ACC, ACC_Q, ACC_DISAGREE, ACC_FIXED, ACC_SEED, ACC_N})
 PART4 = frozenset({T_DIFF, T_SIG, T_SEEDS, T_SENTENCES, T_SAME, T_P, T_SEED})
 PART5 = frozenset({V_AHEAD, V_NOISE, V_ALPHA})
+PART7 = frozenset({OWN_WWM, OWN_SEEDS})
 SAYS = {"a normal-approximation interval (paired)": "z standard deviations",
         "a normal-approximation interval (accuracy)": "z standard deviations",
         "per-seed intervals averaged": "then averaged",
@@ -552,7 +589,12 @@ SAYS = {"a normal-approximation interval (paired)": "z standard deviations",
         "one optimizer for every seed": "an optimizer made once",
         "the order drawn from the global generator": "global generator",
         "one order reused every epoch": "one order reused every epoch",
-        "a loss summed over the batch": "a sum over the batch"}
+        "a loss summed over the batch": "a sum over the batch",
+        "a lower loss read as the worse model": "the sign",
+        "an interval around 0 read as a lead": "cannot tell the two models apart",
+        "a lead beyond the noise undersold": "undersells",
+        "one run generalised to every budget": "says nothing about every",
+        "p equal to alpha read as a lead": "cannot tell the two models apart"}
 HINTS = {"a normal-approximation interval (paired)": (PART2, {PI_Q}),
          "a normal-approximation interval (accuracy)": (PART3, {ACC_Q, ACC_DISAGREE}),
          "per-seed intervals averaged": (PART3, {ACC_DISAGREE}),
@@ -562,7 +604,10 @@ HINTS = {"a normal-approximation interval (paired)": (PART2, {PI_Q}),
          **{name: (PART6, wrong_entry(WRONG[name])[1]) for name in (
              "evaluated with dropout on", "trained in the mode the model arrived in", "one optimizer for every seed",
              "the order drawn from the global generator", "one order reused every epoch",
-             "a loss summed over the batch")}}
+             "a loss summed over the batch")},
+         **{name: (PART7, wrong_entry(WRONG[name])[1]) for name in (
+             "a lower loss read as the worse model", "an interval around 0 read as a lead",
+             "a lead beyond the noise undersold", "one run generalised to every budget")}}
 
 
 @pytest.mark.slow
