@@ -802,7 +802,7 @@ def test_loss_is_the_batch_mean(student):
 # conclusion against those numbers, recomputing what they allow. Each option's meaning, by its letter:
 
 WWM_OPTIONS = {"a": "token-level", "b": "cannot tell", "c": "whole-word", "d": "overclaim"}
-SEEDS_OPTIONS = {"a": "overclaim", "b": "bert", "c": "no difference", "d": "gpt"}
+SEEDS_OPTIONS = {"a": "no difference", "b": "bert", "c": "overclaim", "d": "gpt"}
 OWN_ALPHA = 0.05  # the notebook's verdict runs at its default alpha
 
 
