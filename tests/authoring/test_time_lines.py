@@ -13,9 +13,6 @@ from bertcourse.course import load_course
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course(ROOT)
-# ex08's notebook is being rewritten by its owner; the lead writes its line at the end with
-# `write_time_lines(["ex08-comparing-models"])` and a release, then empties this set.
-AWAITING_TIME_LINE = {"ex08-comparing-models"}
 
 TITLE = "# Exercise 1: masking\n\n[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](x)"
 
@@ -40,7 +37,5 @@ def test_the_line_goes_under_the_badge_once_and_is_replaced_in_place():
 def test_each_notebook_shows_course_ymls_expected_time(exercise, folder):
     notebook = nbformat.read(ROOT / folder / exercise.notebook, as_version=4)
     found = read_time_line(notebook)
-    if found is None and exercise.id in AWAITING_TIME_LINE:
-        pytest.skip(f"{exercise.id}: its time line is written at the end (AWAITING_TIME_LINE)")
     assert found == time_line(exercise), (
         f"{folder}/{exercise.notebook}: its time line is not course.yml's; run `make setup-cells`")
