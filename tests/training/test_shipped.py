@@ -130,6 +130,21 @@ def test_pretraining_can_continue_a_shipped_model_and_refuses_one_of_another_sha
                  tokenizer=quick_tokenizer)
 
 
+def test_the_shipped_bert_fits_the_cpu_profiles_tokenizer_even_after_a_truncating_call(corpus):
+    """Lesson 2 calls its tokenizer with truncation=True before it looks for the shipped BERT: the JSON then holds
+    the truncation state, which changes no id and must not make the shipped BERT look foreign."""
+    from bertcourse.tokenizer import load_tokenizer
+
+    spec = load_course().profile("cpu")
+    tokenizer = load_tokenizer(corpus, spec.vocab_size, spec.model.max_seq_len)
+    tokenizer(["a sentence that is long enough to be cut"], truncation=True, max_length=4)
+    assert '"truncation": null' not in tokenizer.backend_tokenizer.to_str()  # the call left its state behind
+    config = spec.model.for_arch("bert", vocab_size=len(tokenizer))
+    assert shipped.matching_shipped("bert", tokenizer, config) == shipped.shipped_folder("bert", "cpu-long")
+    quick = load_course().profile("cpu-quick")
+    assert shipped.matching_shipped("bert", tokenizer, quick.model.for_arch("bert", vocab_size=len(tokenizer))) is None
+
+
 def test_mask_only_accuracy_counts_the_mask_positions_alone(quick_tokenizer):
     """A model that copies its input gets every kept token right and no [MASK] right: the accuracy over every
     target is above zero, the [MASK]-only accuracy is zero, and the counts split as the inputs say."""

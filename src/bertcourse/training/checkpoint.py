@@ -176,6 +176,17 @@ def read_shipped(folder: str | Path) -> dict[str, Any]:
             "history": metrics.get("history", {}), "card": card}
 
 
+def same_tokenizer(saved: str, tokenizer: Any) -> bool:
+    """Whether the tokenizer JSON `saved` gives `tokenizer`'s ids. Compared without the call-time state a fast
+    tokenizer keeps in its JSON (`truncation`, `padding`: a call with truncation=True sets them), which changes
+    no id."""
+    def identity(text: str) -> dict:
+        data = json.loads(text)
+        return {key: value for key, value in data.items() if key not in ("truncation", "padding")}
+
+    return identity(saved) == identity(tokenizer.backend_tokenizer.to_str())
+
+
 def matching_shipped(arch: str, tokenizer: Any, config: ModelConfig, profile: str = "cpu-long") -> Path | None:
     """The shipped model's folder when it reads `tokenizer`'s ids with `config`'s shape (the cpu profiles), so
     that a run can continue it (`PretrainOptions.init_from`) or use it in place of its own pretraining; else None
@@ -183,8 +194,8 @@ def matching_shipped(arch: str, tokenizer: Any, config: ModelConfig, profile: st
     folder = shipped_folder(arch, profile)
     card = read_card(folder)
     same_shape = card["settings"]["model_config"] == config.to_dict()
-    return folder if same_shape and (folder / TOKENIZER_NAME).read_text(encoding="utf-8") == \
-        tokenizer.backend_tokenizer.to_str() else None
+    return folder if same_shape and same_tokenizer((folder / TOKENIZER_NAME).read_text(encoding="utf-8"),
+                                                   tokenizer) else None
 
 
 def load_shipped(arch: str = "bert", profile: str = "cpu-long", device: Any = "cpu",
@@ -207,6 +218,6 @@ __all__ = [
     "read_saved_state",
     "tokenizer_from_json",
     "CARD_NAME", "SHIPPED_ROOT", "ShippedCheckpointError", "is_shipped", "load_shipped", "read_card", "read_shipped",
-    "matching_shipped",
+    "matching_shipped", "same_tokenizer",
     "shipped_folder",
 ]

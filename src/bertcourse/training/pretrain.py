@@ -47,6 +47,7 @@ from bertcourse.training.checkpoint import (
     check_compatible,
     load_checkpoint,
     read_shipped,
+    same_tokenizer,
     save_checkpoint,
     tokenizer_from_json,
 )
@@ -151,7 +152,7 @@ def _check_start(start: dict, config: ModelConfig, tokenizer: Any, folder: Path)
     if start["settings"]["model_config"] != config.to_dict():
         raise BertcourseError(f"--init-from {folder}: its model ({start['settings']['model_config']}) is not this "
                               f"run's ({config.to_dict()}); choose a profile of its shape")
-    if start["tokenizer"] != tokenizer.backend_tokenizer.to_str():
+    if not same_tokenizer(start["tokenizer"], tokenizer):
         raise BertcourseError(f"--init-from {folder}: its tokenizer is not this run's (it reads other token ids)")
 
 
@@ -212,7 +213,7 @@ def pretrain(options: PretrainOptions | None = None, *, corpus: Any = None, toke
     if saved is not None:
         processes.check_resume(checkpoint_path, saved)
         check_compatible(checkpoint_path, {"precision": options.precision, **saved["settings"]}, settings)
-        if saved["tokenizer"] != tokenizer.backend_tokenizer.to_str():
+        if not same_tokenizer(saved["tokenizer"], tokenizer):
             raise CheckpointError(f"{checkpoint_path}: its tokenizer differs from this run's tokenizer")
 
     # ---- data: pack the corpus once; held-out masks fixed
