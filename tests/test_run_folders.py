@@ -46,7 +46,7 @@ def test_every_command_names_the_pretraining_folder_through_the_one_function(tmp
     monkeypatch.setattr(train, "pretrain", lambda options, **_: seen.setdefault("out", options.out_dir) and sys.exit(0))
     args = Namespace(arch="bert", whole_word=True, profile="cpu-quick", out=None, data_dir=None, source="auto",
                      resume=False, max_steps=None, seed=0, compile=False, device=None, no_progress=True, dropout=None,
-                     precision="auto")
+                     precision="auto", init_from=None)
     with pytest.raises(SystemExit):
         train.pretrain_command(args)
     assert Path(seen["out"]) == pretraining_folder("bert", "cpu-quick", whole_word=True)
