@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import time
 from pathlib import Path
 
@@ -26,6 +27,13 @@ from bertcourse.after_bert.runner import LESSON_ID, VARIANTS, course_data, resul
 from bertcourse.training.devices import autocast_dtype, pick_device, precision_name
 
 ORDER = ["random", "mlm", "mlm+nsp", "mlm+sop", "albert-shared", "albert", "rope", "electra"]
+
+
+def compact_json(data: dict) -> str:
+    """Indented JSON with each list of numbers on one line (the per-item records run to thousands)."""
+    text = json.dumps(data, indent=1)
+    return re.sub(r"\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
 
 
 def main() -> int:
@@ -53,8 +61,8 @@ def main() -> int:
     print(table)
     sizes = shared.course.profile(shared.profile).sizes(LESSON_ID)
     report = {
-        "command": f"BERTCOURSE_DATA=... nice -n 10 .venv/bin/python benchmarks/after_bert.py --profile {args.profile}"
-                   + (f" --steps {args.steps}" if args.steps else ""),
+        "command": f"BERTCOURSE_DATA=... .venv/bin/python benchmarks/after_bert.py --profile {args.profile} "
+                   f"--threads {args.threads}" + (f" --steps {args.steps}" if args.steps else ""),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "profile": shared.profile,
         "sizes": sizes,
@@ -67,7 +75,7 @@ def main() -> int:
     }
     out = args.out or Path(__file__).parent / "results" / f"after_bert_{shared.profile}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    out.write_text(compact_json(report) + "\n")
     print(f"wrote {out}")
     return 0
 
