@@ -14,10 +14,10 @@ from bertcourse.after_bert.variant_report import measure_of, verdict, verdicts
 from bertcourse.training.compare_report import collapse_note, collapsed_seeds, pretraining_verdicts, results_markdown
 
 
-def _variant(name: str, loss: float, accuracy: float, *, losses: np.ndarray | None = None, unigram: float | None = 0.06,
-             correct: np.ndarray | None = None, mcc: float = 0.2, macro_f1: float = 0.6):
-    """A run with its per-target losses (mean `loss` when not given) over 1,893 targets in 100 blocks and its
-    probe's per-sentence hits over 872 sentences (mean 0.6 when not given)."""
+def _variant(name: str, accuracy: float, *, loss: float = 6.0, losses: np.ndarray | None = None,
+             unigram: float | None = 0.06, correct: np.ndarray | None = None, mcc: float = 0.2, macro_f1: float = 0.6):
+    """A run with its per-target losses over 1,893 targets in 100 blocks (their mean is its loss; `loss` only
+    without them) and its probe's per-sentence hits over 872 sentences (mean 0.6 when not given)."""
     mlm = {"loss": loss, "accuracy": accuracy, "targets": 1893}
     if losses is not None:
         mlm.update(loss=float(losses.mean()), loss_sd=float(losses.std()), target_losses=losses.tolist(),
@@ -37,8 +37,8 @@ NOISE = np.random.default_rng(0).normal(0, 2.0, 1893)  # the targets' own spread
 def test_lesson6_masked_lm_verdict_follows_the_loss_and_says_why_accuracy_disagrees():
     """The run the issue saw: albert's loss 7.340 against mlm's 6.775, but mlm's accuracy below the
     frequent-token level and albert's at it. The loss decides; accuracy's contrary ranking is named."""
-    runs = {"mlm": _variant("mlm", 0, 0.030, losses=6.775 + NOISE),
-            "albert": _variant("albert", 0, 0.060, losses=7.340 + NOISE + np.random.default_rng(1).normal(0, .3, 1893))}
+    runs = {"mlm": _variant("mlm", 0.030, losses=6.775 + NOISE),
+            "albert": _variant("albert", 0.060, losses=7.340 + NOISE + np.random.default_rng(1).normal(0, .3, 1893))}
     line = verdict("albert", "mlm", runs, "mlm")
     first = line.splitlines()[0]
     assert first.endswith("mlm is ahead") and "albert is ahead" not in line
@@ -51,16 +51,16 @@ def test_lesson6_a_paired_difference_is_seen_where_two_separate_intervals_overla
     """Lesson 5's point: 0.05 nats apart, the two runs' own intervals (+-0.09 at sd 2 over 1,893 targets)
     overlap, but on the same targets b is worse on nearly every one: the paired test says so."""
     jitter = np.random.default_rng(2).normal(0, .05, 1893)
-    runs = {"a": _variant("a", 0, 0.12, losses=6.00 + NOISE), "b": _variant("b", 0, 0.13, losses=6.05 + NOISE + jitter)}
+    runs = {"a": _variant("a", 0.12, losses=6.00 + NOISE), "b": _variant("b", 0.13, losses=6.05 + NOISE + jitter)}
     (a_low, a_high), (b_low, b_high) = ((measure_of(runs[n], "mlm")[1:]) for n in "ab")
     assert a_high > b_low  # overlapping on their own
     assert verdict("a", "b", runs, "mlm").splitlines()[0].endswith("a is ahead")
-    noisy = {"a": runs["a"], "b": _variant("b", 0, 0.13, losses=6.00 + np.random.default_rng(3).permutation(NOISE))}
+    noisy = {"a": runs["a"], "b": _variant("b", 0.13, losses=6.00 + np.random.default_rng(3).permutation(NOISE))}
     assert verdict("a", "b", noisy, "mlm").splitlines()[0].endswith("cannot tell the two apart")
 
 
 def test_lesson6_runs_without_a_per_item_record_are_not_judged():
-    old = {"a": _variant("a", 5.95, 0.13, unigram=None), "b": _variant("b", 6.23, 0.10, unigram=None)}
+    old = {"a": _variant("a", 0.13, loss=5.95, unigram=None), "b": _variant("b", 0.10, loss=6.23, unigram=None)}
     line = verdict("a", "b", old, "mlm")
     assert line.endswith("not judged (run them again to compare them)") and "ahead" not in line
 
@@ -69,12 +69,12 @@ def test_lesson6_probe_verdicts_are_paired_over_sentences_and_name_a_collapsed_p
     truth = np.arange(872) % 2
     better = (np.arange(872) % 10 < 7).astype(int)  # 0.70
     collapsed = (truth == 1).astype(int)  # every sentence called positive: right on the positives only
-    runs = {"a": _variant("a", 6, 0.1, correct=better), "b": _variant("b", 6, 0.1, correct=collapsed, mcc=0.0,
+    runs = {"a": _variant("a", 0.1, correct=better), "b": _variant("b", 0.1, correct=collapsed, mcc=0.0,
                                                                        macro_f1=0.333)}
     line = verdict("a", "b", runs, "mean")
     assert line.splitlines()[0].endswith("a is ahead") and "paired over 872 sentences" in line
     assert "b's probe predicts one class" in line
-    same = {"a": runs["a"], "b": _variant("b", 6, 0.1, correct=np.roll(better, 1))}
+    same = {"a": runs["a"], "b": _variant("b", 0.1, correct=np.roll(better, 1))}
     assert verdict("a", "b", same, "mean").splitlines()[0].endswith("cannot tell the two apart")
     assert verdicts("a", "missing", runs) == "  (not measured)"
 
